@@ -1,0 +1,143 @@
+"""The ``cudaopt`` command line: ``tasks`` and ``eval`` (later issues add ``serve`` and ``optimize``).
+
+Exit codes: 0 success (for ``eval``: the candidate is correct), 1 the candidate is not correct,
+2 bad input or an unusable environment (the message says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from harness_tools import candidate as candidates
+from harness_tools.backends import available_backends, create_backend
+from harness_tools.backends.cuda import gpu_present
+from harness_tools.errors import HarnessError
+from harness_tools.evaluate import EvaluationConfig, evaluate
+from harness_tools.spec import LaunchSpec, bundled_task_names, resolve_task
+from harness_tools.timing import TimingPlan
+
+from .eval_report import eval_table
+
+log = logging.getLogger("cudaopt")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
+                        format="cudaopt: %(message)s")
+    try:
+        return args.func(args)
+    except HarnessError as exc:
+        print(f"cudaopt: error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
+        print(f"cudaopt: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cudaopt", description="Optimise CUDA kernels: compile, check, time.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    tasks = sub.add_parser("tasks", help="list the bundled tasks")
+    tasks.add_argument("--json", action="store_true")
+    tasks.set_defaults(func=_cmd_tasks)
+
+    ev = sub.add_parser("eval", help="compile, validate and time one candidate of a task")
+    ev.add_argument("task", help="bundled task name or task folder")
+    ev.add_argument("--kernel", type=Path, help="CUDA source file (default: the task's baseline)")
+    ev.add_argument("--tuned", metavar="NAME=V,...", help="use the task's tunable kernel with these values")
+    ev.add_argument("--launch", help='launch config as JSON, e.g. \'{"grid":["ceil_div(n,256)"],"block":[256]}\'')
+    ev.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE", help="#define (repeatable)")
+    ev.add_argument("--backend", choices=available_backends(), help="execution backend (default: cuda if a GPU is present)")
+    ev.add_argument("--seed", type=int, help="input seed (default: fresh; always recorded)")
+    ev.add_argument("--warmup", type=int, default=10)
+    ev.add_argument("--reps", type=int, default=100)
+    ev.add_argument("--no-flush", action="store_true", help="do not flush L2 between timed launches")
+    ev.add_argument("--timeout", type=float, default=120.0, help="seconds per case before the worker is killed")
+    ev.add_argument("--only", choices=["validation", "performance"], help="run only cases of this role")
+    ev.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    ev.set_defaults(func=_cmd_eval)
+    return parser
+
+
+def _cmd_tasks(args: argparse.Namespace) -> int:
+    rows = []
+    for name in bundled_task_names():
+        spec = resolve_task(name).spec
+        rows.append({"name": name, "kernel": spec.kernel_name, "cases": len(spec.cases),
+                     "tunables": sorted(spec.tunables.params) if spec.tunables else [],
+                     "description": spec.description.split(". ")[0]})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            print(f"{r['name']:<14} {r['cases']:>2} cases  tunables: {','.join(r['tunables']) or '-':<18} {r['description']}")
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    task = resolve_task(args.task)
+    cand = _candidate(task, args)
+    backend_name = args.backend or _default_backend()
+    config = EvaluationConfig(
+        seed=args.seed, timeout_s=args.timeout,
+        timing=TimingPlan(warmup=args.warmup, reps=args.reps, flush_l2=not args.no_flush),
+        roles=[args.only] if args.only else ["validation", "performance"],
+    )
+    backend = create_backend(backend_name)
+    try:
+        result = evaluate(task, cand, backend, config)
+    finally:
+        backend.close()
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(eval_table(result))
+    return 0 if result.correct else 1
+
+
+def _candidate(task, args: argparse.Namespace) -> candidates.Candidate:
+    if args.tuned and args.kernel:
+        raise ValueError("--tuned and --kernel exclude each other")
+    if args.tuned:
+        cand = candidates.tuned(task, _assignments(args.tuned.split(","), int))
+    elif args.kernel:
+        cand = candidates.from_kernel_source(task, task.spec.baseline, args.kernel.read_text())
+    else:
+        cand = candidates.baseline(task)
+    update: dict = {}
+    if args.launch:
+        update["launch"] = LaunchSpec.model_validate(json.loads(args.launch))
+    if args.define:
+        update["defines"] = {**cand.defines, **_assignments(args.define, str)}
+    return candidates.Candidate.model_validate({**cand.model_dump(), **update}) if update else cand
+
+
+def _assignments(items: list[str], convert) -> dict:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"expected NAME=VALUE, got {item!r}")
+        out[name.strip()] = convert(value.strip())
+    return out
+
+
+def _default_backend() -> str:
+    if gpu_present():
+        return "cuda"
+    if "cpu" in available_backends():
+        print("cudaopt: no GPU found; using the cpu backend (CPU timings)", file=sys.stderr)
+        return "cpu"
+    raise HarnessError("no NVIDIA GPU found on this machine and no CPU backend is installed")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

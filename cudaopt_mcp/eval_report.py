@@ -1,0 +1,48 @@
+"""Human-readable rendering of an evaluation: the table ``cudaopt eval`` prints."""
+
+from __future__ import annotations
+
+from harness_tools.evaluate import EvaluationResult
+
+
+def eval_table(result: EvaluationResult) -> str:
+    dev = result.environment.device
+    lines = [f"{result.task} · candidate {result.candidate} · {result.backend} on {dev.name} ({dev.arch}) · seed {result.seed}"]
+    c = result.compile
+    if c.ok:
+        r = c.resources
+        res = (f" · {r.registers} registers · {r.spill_store_bytes or 0} B spills · {r.static_shared_bytes} B static smem"
+               if r else "")
+        lines.append(f"compile: ok in {c.compile_ms:.0f} ms{' (cached)' if c.cached else ''}{res}")
+    else:
+        lines.append(f"compile: {c.status}")
+        lines.append(_indent(c.log))
+    if result.cases:
+        lines.append("")
+        lines.append(f"{'case':<28} {'role':<11} {'status':<10} {'max_abs_err':>11} {'median_ms':>10} "
+                     f"{'min_ms':>9} {'cv':>6} {'TFLOP/s':>8} {'GB/s':>8}")
+        for case in result.cases:
+            t = case.timing
+            lines.append(
+                f"{case.name:<28} {case.role:<11} {case.status:<10} {_num(case.max_abs_err):>11} "
+                f"{_num(case.median_ms, '.4f'):>10} {_num(t.min_ms if t else None, '.4f'):>9} "
+                f"{_num(t.cv * 100 if t else None, '.1f') + ('%' if t else ''):>6} "
+                f"{_num(case.tflops, '.2f'):>8} {_num(case.gbps, '.0f'):>8}")
+        for case in result.cases:
+            if not case.passed and case.message:
+                lines.append(f"  {case.name}: {case.message}")
+    lines.append("")
+    if result.correct:
+        score = f"{result.score_ms:.4f} ms (geomean of performance medians)" if result.score_ms else "n/a (not timed)"
+        lines.append(f"CORRECT · score {score}")
+    else:
+        lines.append(f"NOT CORRECT · {result.failure}")
+    return "\n".join(lines)
+
+
+def _num(value: float | None, fmt: str = ".2e") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())

@@ -1,0 +1,252 @@
+"""The ``cuda`` backend, worker side: CUDA Driver API calls through ``cuda.bindings.driver``.
+
+Imported only inside the worker process (see :mod:`harness_tools.worker`). One instance owns the
+primary context of one device, a stream, an L2-flush buffer and a small module cache. After a sticky
+error (illegal address, trap, launch failure, ...) the context is unusable: the instance sets
+``dead`` and the process exits once its answer is sent.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+from ..execution import ArgSpec, CaseRequest, CaseRun
+from ..inputs import POISON_BYTE, TAIL_BYTES
+from ..timing import TimingPlan, measure, summarize
+
+from cuda.bindings import driver as cu  # noqa: E402  (worker process only)
+
+# Errors after which the context is corrupt and the process must end (CUDA driver API docs).
+STICKY = {700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 721, 999}
+_CTYPES = {
+    "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+    "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
+    "float32": ctypes.c_float, "float64": ctypes.c_double, "float16": ctypes.c_uint16,
+}
+
+
+class CudaFailure(Exception):
+    def __init__(self, code: int, name: str, where: str):
+        self.code, self.name, self.where = code, name, where
+        super().__init__(f"{where}: {name}")
+
+
+def _ok(result, where: str):
+    """Unpack a cuda.bindings result tuple, raising CudaFailure on an error code."""
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        _, name = cu.cuGetErrorName(err)
+        raise CudaFailure(int(err), name.decode() if name else str(err), where)
+    return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
+
+
+class CudaExecutor:
+    def __init__(self, device: int):
+        _ok(cu.cuInit(0), "cuInit")
+        self.device = _ok(cu.cuDeviceGet(device), "cuDeviceGet")
+        self.context = _ok(cu.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
+        _ok(cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        self.stream = _ok(cu.cuStreamCreate(1), "cuStreamCreate")  # non-blocking
+        attr = cu.CUdevice_attribute
+        self.sm_count = self._attr(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        self.l2_bytes = self._attr(attr.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+        self.shared_optin = self._attr(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        major = self._attr(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+        minor = self._attr(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+        self.arch = f"sm_{major}{minor}"
+        self.flush_bytes = max(2 * self.l2_bytes, 1 << 26)
+        self.flush_buffer = _ok(cu.cuMemAlloc(self.flush_bytes), "cuMemAlloc(flush)")
+        self.modules: OrderedDict[str, tuple[object, object]] = OrderedDict()
+        self.events: list[tuple[object, object]] = []
+        self.dead = False
+
+    def _attr(self, attribute) -> int:
+        return int(_ok(cu.cuDeviceGetAttribute(attribute, self.device), "cuDeviceGetAttribute"))
+
+    def info(self) -> dict:
+        from cuda.bindings import __version__ as bindings_version
+
+        name = _ok(cu.cuDeviceGetName(256, self.device), "cuDeviceGetName")
+        driver = int(_ok(cu.cuDriverGetVersion(), "cuDriverGetVersion"))
+        return {
+            "backend": "cuda", "name": name.split(b"\0", 1)[0].decode(), "arch": self.arch,
+            "sm_count": self.sm_count, "l2_bytes": self.l2_bytes,
+            "memory_bytes": int(_ok(cu.cuDeviceTotalMem(self.device), "cuDeviceTotalMem")),
+            "max_shared_per_block_optin": self.shared_optin,
+            "driver_version": f"{driver // 1000}.{driver % 1000 // 10}", "bindings_version": bindings_version,
+        }
+
+    # ---- one case -------------------------------------------------------------------------------
+    def run_case(self, payload: dict) -> dict:
+        request = CaseRequest.model_validate(payload)
+        buffers: list[tuple[ArgSpec, object, int, np.ndarray | None]] = []
+        run = CaseRun(status="ok")
+        try:
+            start = time.perf_counter()
+            function = self._function(request)
+            run.load_ms = (time.perf_counter() - start) * 1e3
+            problem = self._check_launch(function, request)
+            if problem:
+                return CaseRun(status="invalid_launch", message=problem, load_ms=run.load_ms).model_dump()
+            buffers = self._allocate(request.args)
+            holders, params = _kernel_params(request.args, buffers)
+            start = time.perf_counter()
+            self._launch(function, request, params)
+            _ok(cu.cuStreamSynchronize(self.stream), "kernel execution")
+            run.run_ms = (time.perf_counter() - start) * 1e3
+            self._collect(request, buffers, run)
+            if request.timing is not None:
+                start = time.perf_counter()
+                timer = _EventTimer(self, function, request, params)
+                run.timing = summarize(measure(timer, request.timing))
+                run.time_ms = (time.perf_counter() - start) * 1e3
+            del holders
+        except CudaFailure as failure:
+            run.status = "launch_error"
+            run.error = failure.name
+            run.message = f"{failure.where} failed with {failure.name} ({failure.code})"
+            if failure.code in STICKY or not self._context_healthy():
+                self.dead = True
+                run.worker_restarted = True
+                run.message += "; the CUDA context is lost, the worker restarts"
+        finally:
+            if not self.dead:
+                for _, ptr, _, _ in buffers:
+                    cu.cuMemFree(ptr)
+        return run.model_dump()
+
+    def _function(self, request: CaseRequest):
+        key = hashlib.sha256(request.cubin).hexdigest() + request.kernel_name
+        if key in self.modules:
+            self.modules.move_to_end(key)
+            return self.modules[key][1]
+        image = np.frombuffer(request.cubin, dtype=np.uint8)
+        module = _ok(cu.cuModuleLoadData(image.ctypes.data), "cuModuleLoadData")
+        function = _ok(cu.cuModuleGetFunction(module, request.kernel_name.encode()), "cuModuleGetFunction")
+        self.modules[key] = (module, function)
+        if len(self.modules) > 32:
+            _, (old, _) = self.modules.popitem(last=False)
+            cu.cuModuleUnload(old)
+        return function
+
+    def _check_launch(self, function, request: CaseRequest) -> str | None:
+        fa = cu.CUfunction_attribute
+        threads = request.block[0] * request.block[1] * request.block[2]
+        limit = int(_ok(cu.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function), "attr"))
+        regs = int(_ok(cu.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_NUM_REGS, function), "attr"))
+        if threads > limit:
+            return f"block of {threads} threads exceeds this kernel's limit of {limit} ({regs} registers per thread)"
+        static = int(_ok(cu.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function), "attr"))
+        if static + request.shared_mem > self.shared_optin:
+            return (f"{static} B static + {request.shared_mem} B dynamic shared memory exceeds the "
+                    f"{self.shared_optin} B a block may use on this GPU")
+        _ok(cu.cuFuncSetAttribute(function, fa.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  request.shared_mem), "cuFuncSetAttribute(dynamic shared)")
+        return None
+
+    def _allocate(self, args: list[ArgSpec]):
+        buffers = []
+        for arg in args:
+            if arg.kind != "buffer":
+                continue
+            nbytes = int(np.prod(arg.shape)) * np.dtype(arg.dtype).itemsize
+            ptr = _ok(cu.cuMemAlloc(nbytes + TAIL_BYTES), f"cuMemAlloc({arg.name})")
+            buffers.append((arg, ptr, nbytes, None))
+            host = None
+            if arg.input_file:
+                host = np.ascontiguousarray(np.load(arg.input_file, mmap_mode="r"))
+            elif arg.initial is not None:
+                host = np.full(arg.shape, arg.initial, dtype=arg.dtype)
+            if host is not None:
+                _ok(cu.cuMemcpyHtoD(ptr, host.ctypes.data, nbytes), f"upload {arg.name}")
+                _ok(cu.cuMemsetD8(_offset(ptr, nbytes), POISON_BYTE, TAIL_BYTES), "poison tail")
+            else:
+                _ok(cu.cuMemsetD8(ptr, POISON_BYTE, nbytes + TAIL_BYTES), f"poison {arg.name}")
+            buffers[-1] = (arg, ptr, nbytes, host if arg.role == "in" else None)
+        return buffers
+
+    def _launch(self, function, request: CaseRequest, params: int) -> None:
+        g, b = request.grid, request.block
+        _ok(cu.cuLaunchKernel(function, g[0], g[1], g[2], b[0], b[1], b[2], request.shared_mem, self.stream,
+                              params, 0), "cuLaunchKernel")
+
+    def _collect(self, request: CaseRequest, buffers, run: CaseRun) -> None:
+        """Download outputs, then check tails and inputs: all before any timing launch."""
+        out_dir = Path(request.output_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tail = np.empty(TAIL_BYTES, dtype=np.uint8)
+        for arg, ptr, nbytes, host in buffers:
+            _ok(cu.cuMemcpyDtoH(tail.ctypes.data, _offset(ptr, nbytes), TAIL_BYTES), f"download tail {arg.name}")
+            if not (tail == POISON_BYTE).all():
+                run.overruns.append(arg.name)
+            if arg.role == "in":
+                back = np.empty(arg.shape, dtype=arg.dtype)
+                _ok(cu.cuMemcpyDtoH(back.ctypes.data, ptr, nbytes), f"download {arg.name}")
+                if not np.array_equal(back.view(np.uint8), host.view(np.uint8)):
+                    run.modified_inputs.append(arg.name)
+            else:
+                out = np.empty(arg.shape, dtype=arg.dtype)
+                _ok(cu.cuMemcpyDtoH(out.ctypes.data, ptr, nbytes), f"download {arg.name}")
+                path = out_dir / f"{arg.name}.npy"
+                np.save(path, out)
+                run.outputs[arg.name] = str(path)
+
+    def _context_healthy(self) -> bool:
+        try:
+            _ok(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+            return True
+        except CudaFailure:
+            return False
+
+    def event_pairs(self, count: int) -> list[tuple[object, object]]:
+        while len(self.events) < count:
+            self.events.append((_ok(cu.cuEventCreate(0), "cuEventCreate"), _ok(cu.cuEventCreate(0), "cuEventCreate")))
+        return self.events[:count]
+
+
+class _EventTimer:
+    """:class:`harness_tools.timing.DeviceTimer` over CUDA events on the executor's stream."""
+
+    def __init__(self, executor: CudaExecutor, function, request: CaseRequest, params: int):
+        self.ex, self.function, self.request, self.params = executor, function, request, params
+        self.pairs = executor.event_pairs(request.timing.reps if request.timing else TimingPlan().reps)
+
+    def flush_l2(self) -> None:
+        _ok(cu.cuMemsetD8Async(self.ex.flush_buffer, 0, self.ex.flush_bytes, self.ex.stream), "L2 flush")
+
+    def launch(self) -> None:
+        self.ex._launch(self.function, self.request, self.params)
+
+    def record(self, index: int, which: int) -> None:
+        _ok(cu.cuEventRecord(self.pairs[index][which], self.ex.stream), "cuEventRecord")
+
+    def elapsed_ms(self, count: int) -> list[float]:
+        _ok(cu.cuStreamSynchronize(self.ex.stream), "timed launches")
+        elapsed = getattr(cu, "cuEventElapsedTime_v2", None) or cu.cuEventElapsedTime
+        return [float(_ok(elapsed(s, e), "cuEventElapsedTime")) for s, e in self.pairs[:count]]
+
+
+def _offset(ptr, nbytes: int):
+    return cu.CUdeviceptr(int(ptr) + nbytes)
+
+
+def _kernel_params(args: list[ArgSpec], buffers) -> tuple[list, int]:
+    """A void*[] of pointers to each argument's value; returns the holders (keep alive) and its address."""
+    pointers = iter(int(ptr) for _, ptr, _, _ in buffers)
+    holders: list = []
+    for arg in args:
+        if arg.kind == "buffer":
+            holders.append(ctypes.c_uint64(next(pointers)))
+        elif arg.dtype == "float16":  # passed as its bit pattern
+            holders.append(ctypes.c_uint16(int(np.float16(arg.value).view(np.uint16))))
+        else:
+            holders.append(_CTYPES[arg.dtype](arg.value))
+    array = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
+    holders.append(array)
+    return holders, ctypes.addressof(array)

@@ -1,0 +1,230 @@
+"""NVRTC → cubin for one GPU architecture, with a resource report and a compile cache.
+
+Compilation needs no GPU: give ``arch`` explicitly (``sm_90`` for the H200). A compile error is data
+(``CompileResult.ok`` is False, the log says why); only a missing NVRTC raises.
+
+What reaches the caller of the log: diagnostics about the candidate's own file and ptxas' report. Any
+diagnostic that quotes another file is dropped, so a header's text never leaks through the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import time
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from .builtin_headers import HEADERS
+from .candidate import Candidate
+from .errors import CompilerUnavailable
+from .include_guard import CUDA_HEADERS, check_source
+
+PROGRAM_NAME = "kernel.cu"
+LOG_CAP_CHARS = 6000
+_CACHE: dict[str, "CompileResult"] = {}
+_CACHE_LOCK = threading.Lock()
+_CACHE_MAX = 256
+
+
+class ResourceUsage(BaseModel):
+    """ptxas' report for the candidate's kernel entry."""
+
+    registers: int | None = None
+    barriers: int | None = None
+    stack_bytes: int | None = None
+    spill_store_bytes: int | None = None
+    spill_load_bytes: int | None = None
+    static_shared_bytes: int = 0
+    constant_bytes: int | None = None
+
+
+class CompileResult(BaseModel):
+    ok: bool
+    status: Literal["ok", "error", "refused"]
+    arch: str
+    kernel_name: str
+    log: str = Field(description="filtered log, capped; the full filtered log is in full_log")
+    log_truncated: bool = False
+    compile_ms: float
+    cached: bool = False
+    nvrtc_version: str
+    resources: ResourceUsage | None = None
+    entries: list[str] = Field(default_factory=list, description="kernel entry points in the cubin")
+    full_log: str = Field("", exclude=True)
+    cubin: bytes | None = Field(None, exclude=True, repr=False)
+
+
+def nvrtc_version() -> str:
+    nvrtc = _nvrtc()
+    _, major, minor = nvrtc.nvrtcVersion()
+    return f"{major}.{minor}"
+
+
+def compile_candidate(candidate: Candidate, arch: str) -> CompileResult:
+    """Compile ``candidate`` to a cubin for ``arch`` (e.g. ``sm_90``); never raises for bad source."""
+    if not re.fullmatch(r"sm_\d{2,3}[a-z]?", arch):
+        raise ValueError(f"arch must look like sm_90, got {arch!r}")
+    version = nvrtc_version()
+    verdict = check_source(candidate.source, PROGRAM_NAME)
+    if not verdict.ok:
+        log = "\n".join(verdict.refusals)
+        return CompileResult(ok=False, status="refused", arch=arch, kernel_name=candidate.kernel_name,
+                             log=_cap(log)[0], full_log=log, compile_ms=0.0, nvrtc_version=version)
+    options = _options(candidate, arch, verdict.source)
+    key = hashlib.sha256("\0".join([version, arch, candidate.kernel_name, verdict.source, *options]).encode()).hexdigest()
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None:
+        return hit.model_copy(update={"cached": True})
+    result = _run_nvrtc(verdict.source, options, arch, candidate.kernel_name, version)
+    with _CACHE_LOCK:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = result
+    return result
+
+
+def _options(candidate: Candidate, arch: str, source: str) -> list[str]:
+    opts = [f"--gpu-architecture={arch}", "--ptxas-options=-v", "-lineinfo"]
+    if not any(o.lstrip("-").startswith("std=") for o in candidate.options):
+        opts.append("-std=c++17")
+    if any(h in source for h in CUDA_HEADERS):
+        include_dir = _cuda_include_dir()
+        if include_dir:
+            opts.append(f"--include-path={include_dir}")
+    opts += [f"-D{name}={value}" for name, value in candidate.defines.items()]
+    return opts + list(candidate.options)
+
+
+def _run_nvrtc(source: str, options: list[str], arch: str, kernel: str, version: str) -> CompileResult:
+    nvrtc = _nvrtc()
+    names = [n.encode() for n in HEADERS]
+    bodies = [HEADERS[n].encode() for n in HEADERS]
+    start = time.perf_counter()
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), PROGRAM_NAME.encode(), len(names), bodies, names)
+    _check(nvrtc, err, "nvrtcCreateProgram")
+    try:
+        (status,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
+        elapsed_ms = (time.perf_counter() - start) * 1e3
+        raw_log = _program_log(nvrtc, prog)
+        cubin = None
+        if status == nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            err, size = nvrtc.nvrtcGetCUBINSize(prog)
+            _check(nvrtc, err, "nvrtcGetCUBINSize")
+            cubin = bytes(size)
+            (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
+            _check(nvrtc, err, "nvrtcGetCUBIN")
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    log = filter_log(raw_log)
+    entries = re.findall(r"Compiling entry function '([^']+)'", raw_log)
+    ok = cubin is not None
+    if ok and kernel not in entries:
+        ok = False
+        log += (f"\nkernel {kernel!r} is not an entry point of this source (entries: {entries}); declare it "
+                f"extern \"C\" __global__ so its name is not mangled")
+    capped, truncated = _cap(log)
+    return CompileResult(
+        ok=ok, status="ok" if ok else "error", arch=arch, kernel_name=kernel, log=capped, log_truncated=truncated,
+        full_log=log, compile_ms=round(elapsed_ms, 3), nvrtc_version=version,
+        resources=parse_resources(raw_log, kernel) if cubin is not None else None,
+        entries=entries, cubin=cubin if ok else None,
+    )
+
+
+_DIAGNOSTIC = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): ")
+
+
+def filter_log(raw: str) -> str:
+    """Keep ptxas lines and diagnostics about the candidate; drop diagnostics that quote other files."""
+    kept: list[str] = []
+    dropped = 0
+    keep_current = True
+    for line in raw.replace("\x00", "").splitlines():
+        m = _DIAGNOSTIC.match(line)
+        if m:
+            keep_current = m.group("file") == PROGRAM_NAME
+            dropped += 0 if keep_current else 1
+        elif line.startswith("ptxas") or not line.startswith((" ", "\t")):
+            keep_current = not line.startswith("In file included from") and "/" not in line
+        if keep_current:
+            kept.append(line)
+    if dropped:
+        kept.append(f"[{dropped} diagnostic(s) located in other files omitted]")
+    return "\n".join(kept).strip()
+
+
+def parse_resources(raw_log: str, kernel: str) -> ResourceUsage | None:
+    """Read ptxas -v's report for ``kernel`` (its block starts at 'Compiling entry function')."""
+    blocks = re.split(r"ptxas info\s*: Compiling entry function ", raw_log)
+    for block in blocks[1:]:
+        if not block.startswith(f"'{kernel}'"):
+            continue
+        usage = ResourceUsage()
+        if m := re.search(r"Used (\d+) registers", block):
+            usage.registers = int(m.group(1))
+        if m := re.search(r"used (\d+) barriers", block):
+            usage.barriers = int(m.group(1))
+        if m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", block):
+            usage.stack_bytes, usage.spill_store_bytes, usage.spill_load_bytes = map(int, m.groups())
+        if m := re.search(r"(\d+) bytes smem", block):
+            usage.static_shared_bytes = int(m.group(1))
+        if m := re.search(r"(\d+) bytes cmem\[0\]", block):
+            usage.constant_bytes = int(m.group(1))
+        return usage
+    return None
+
+
+def _cap(log: str) -> tuple[str, bool]:
+    if len(log) <= LOG_CAP_CHARS:
+        return log, False
+    head = log[: LOG_CAP_CHARS - 200]
+    return head + f"\n… [{len(log) - len(head)} more characters in the full log]", True
+
+
+def _program_log(nvrtc, prog) -> str:
+    err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    _check(nvrtc, err, "nvrtcGetProgramLogSize")
+    buf = bytes(size)
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    return buf.decode(errors="replace")
+
+
+def _check(nvrtc, err, what: str) -> None:
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompilerUnavailable(f"{what} failed: {err.name}")
+
+
+_INCLUDE_DIR: list[str | None] = []
+
+
+def _cuda_include_dir() -> str | None:
+    """Directory of CUDA's own headers (the nvidia-cuda-runtime wheel or a toolkit), found once."""
+    if not _INCLUDE_DIR:
+        try:
+            from cuda.pathfinder import find_nvidia_header_directory
+
+            _INCLUDE_DIR.append(find_nvidia_header_directory("cudart"))
+        except Exception:  # pathfinder missing or too old: candidates then cannot use cuda_fp16.h
+            _INCLUDE_DIR.append(None)
+    return _INCLUDE_DIR[0]
+
+
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as exc:
+        raise CompilerUnavailable(
+            f"cannot import cuda.bindings.nvrtc ({exc}); install it with: pip install 'cuda-bindings>=13' "
+            "nvidia-cuda-nvrtc"
+        ) from None
+    try:
+        nvrtc.nvrtcVersion()
+    except Exception as exc:
+        raise CompilerUnavailable(
+            f"NVRTC library not found ({exc}); install it with: pip install nvidia-cuda-nvrtc"
+        ) from None
+    return nvrtc

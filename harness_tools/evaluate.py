@@ -1,0 +1,295 @@
+"""compile → validate → time: one candidate through the whole engine.
+
+Validation cases only decide correctness; performance cases are checked too, and timed. The score
+is the geometric mean of the performance cases' median latencies, and exists only when every case
+passed. After a crash, a timeout or a sticky CUDA error the remaining cases are skipped (a hung
+kernel would otherwise cost one timeout per case); after any failure, later cases are still checked but no longer timed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from .backends import ExecutionBackend
+from .candidate import Candidate
+from .compile import CompileResult, compile_candidate, nvrtc_version
+from .environment import Environment, read_clocks
+from .errors import CandidateError, TaskSpecError
+from .execution import ArgSpec, CaseRequest, CaseRun
+from .expressions import evaluate as evaluate_expression
+from .inputs import draw_inputs, fresh_seed, reference_inputs, scalar_arguments
+from .spec import Case, KernelReference, NumpyReference, ScalarParam, StoredReference, Task
+from .timing import TimingPlan, TimingStats, geomean
+from .verify import OutputComparison, compare
+
+CaseStatus = Literal["passed", "mismatch", "run_error", "corrupted", "skipped"]
+
+
+class EvaluationConfig(BaseModel):
+    seed: int | None = Field(None, description="input seed; None draws a fresh one (it is recorded)")
+    timing: TimingPlan = TimingPlan()
+    roles: list[Literal["validation", "performance"]] = ["validation", "performance"]
+    timeout_s: float = Field(120.0, gt=0, description="per case: one checked launch plus its timing")
+    outputs_dir: str | None = Field(None, description="keep kernel outputs here (else a scratch dir is removed)")
+
+
+class CaseResult(BaseModel):
+    name: str
+    role: Literal["validation", "performance"]
+    sizes: dict[str, int]
+    status: CaseStatus
+    passed: bool
+    message: str | None = None
+    run: CaseRun | None = None
+    outputs: list[OutputComparison] = Field(default_factory=list)
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    timing: TimingStats | None = None
+    median_ms: float | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+
+
+class Overhead(BaseModel):
+    """Wall time per stage of this evaluation, in milliseconds."""
+
+    compile_ms: float = 0.0
+    inputs_ms: float = 0.0
+    reference_ms: float = 0.0
+    load_ms: float = 0.0
+    validate_ms: float = 0.0
+    time_ms: float = 0.0
+    compare_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+class EvaluationResult(BaseModel):
+    task: str
+    backend: str
+    seed: int
+    candidate: str = Field(description="content hash of the candidate")
+    compile: CompileResult
+    correct: bool
+    cases: list[CaseResult] = Field(default_factory=list)
+    score_ms: float | None = None
+    failure: str | None = Field(None, description="the first thing that went wrong, in one line")
+    environment: Environment
+    overhead: Overhead
+
+
+def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
+             config: EvaluationConfig | None = None) -> EvaluationResult:
+    config = config or EvaluationConfig()
+    seed = config.seed if config.seed is not None else fresh_seed()
+    started = time.perf_counter()
+    overhead = Overhead()
+    device = backend.device_info()
+    env = Environment(device=device, nvrtc_version=nvrtc_version())
+    compiled = compile_candidate(candidate, device.arch)
+    overhead.compile_ms = compiled.compile_ms if not compiled.cached else 0.0
+    result = EvaluationResult(task=task.name, backend=backend.name, seed=seed, candidate=candidate.digest(),
+                              compile=compiled, correct=False, environment=env, overhead=overhead)
+    if not compiled.ok:
+        result.failure = f"compile {compiled.status}: " + _first_line(compiled.log, "error")
+        overhead.total_ms = (time.perf_counter() - started) * 1e3
+        return result
+    scratch = Path(config.outputs_dir) if config.outputs_dir else Path(tempfile.mkdtemp(prefix="cudaopt-", dir=_fast_tmp()))
+    try:
+        cases = [c for role in ("validation", "performance") if role in config.roles
+                 for c in task.spec.cases if c.role == role]
+        env.clocks_before = read_clocks()
+        runner = _CaseRunner(task, backend, config, seed, scratch, overhead, compiled)
+        for case in cases:
+            result.cases.append(runner.run(case, candidate))
+        env.clocks_after = read_clocks()
+    finally:
+        if not config.outputs_dir:
+            shutil.rmtree(scratch, ignore_errors=True)
+    result.correct = bool(result.cases) and all(c.passed for c in result.cases)
+    failed = next((c for c in result.cases if not c.passed), None)
+    if failed:
+        result.failure = f"case {failed.name}: {failed.status}: {failed.message}"
+    timed = [c.median_ms for c in result.cases if c.role == "performance"]
+    if result.correct and timed and all(t is not None for t in timed):
+        result.score_ms = geomean(timed)  # type: ignore[arg-type]
+    overhead.total_ms = (time.perf_counter() - started) * 1e3
+    return result
+
+
+class _CaseRunner:
+    def __init__(self, task: Task, backend: ExecutionBackend, config: EvaluationConfig, seed: int,
+                 scratch: Path, overhead: Overhead, compiled: CompileResult):
+        self.task, self.backend, self.config, self.seed = task, backend, config, seed
+        self.scratch, self.overhead, self.compiled = scratch, overhead, compiled
+        self.stop_reason: str | None = None
+        self.any_failed = False
+
+    def run(self, case: Case, candidate: Candidate) -> CaseResult:
+        base = CaseResult(name=case.name, role=case.role, sizes=case.sizes, status="skipped", passed=False)
+        if self.stop_reason:
+            base.message = self.stop_reason
+            return base
+        try:
+            grid, block, shared = candidate.launch_dims(case.sizes)
+        except CandidateError as exc:
+            base.status, base.message = "run_error", str(exc)
+            self.any_failed = True
+            return base
+        case_dir = self.scratch / case.name
+        case_dir.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        inputs = self._inputs(case, case_dir)
+        t1 = time.perf_counter()
+        expected = self._reference(case, inputs, case_dir)
+        t2 = time.perf_counter()
+        self.overhead.inputs_ms += (t1 - t0) * 1e3
+        self.overhead.reference_ms += (t2 - t1) * 1e3
+        timing = self.config.timing if case.role == "performance" and not self.any_failed else None
+        request = CaseRequest(kernel_name=candidate.kernel_name, cubin=self.compiled.cubin or b"", grid=grid,
+                              block=block, shared_mem=shared, args=self._args(case, case_dir), timing=timing,
+                              output_dir=str(case_dir / "out"))
+        run = self.backend.run_case(request, self.config.timeout_s)
+        self.overhead.load_ms += run.load_ms
+        self.overhead.validate_ms += run.run_ms
+        self.overhead.time_ms += run.time_ms
+        result = self._judge(case, run, expected)
+        self.any_failed |= not result.passed
+        if run.status in ("crashed", "timeout") or run.worker_restarted:
+            self.stop_reason = f"not run: case {case.name} ended with {run.error or run.status}"
+        return result
+
+    def _judge(self, case: Case, run: CaseRun, expected: dict[str, np.ndarray]) -> CaseResult:
+        result = CaseResult(name=case.name, role=case.role, sizes=case.sizes, status="run_error", passed=False, run=run)
+        if run.status != "ok":
+            result.message = f"{run.status}: {run.message or run.error}"
+            return result
+        t0 = time.perf_counter()
+        spec = self.task.spec
+        for buf in spec.outputs:
+            got = np.load(run.outputs[buf.name])
+            result.outputs.append(compare(buf.name, got, expected[buf.name], spec.tolerance[buf.dtype], case.sizes))
+        self.overhead.compare_ms += (time.perf_counter() - t0) * 1e3
+        result.max_abs_err = max(o.max_abs_err for o in result.outputs)
+        result.max_rel_err = max(o.max_rel_err for o in result.outputs)
+        if run.overruns or run.modified_inputs:
+            result.status = "corrupted"
+            parts = [f"wrote past the end of {', '.join(run.overruns)}" if run.overruns else "",
+                     f"modified input {', '.join(run.modified_inputs)}" if run.modified_inputs else ""]
+            result.message = "; ".join(p for p in parts if p)
+            return result
+        bad = [o for o in result.outputs if not o.passed]
+        if bad:
+            o = bad[0]
+            m = o.first_mismatch
+            result.status = "mismatch"
+            result.message = (f"{o.buffer}: {o.mismatches}/{o.elements} elements outside tolerance "
+                              f"(atol={o.atol:g}, rtol={o.rtol:g}); first at {m.index}: got {m.got!r}, "
+                              f"expected {m.expected!r}" if m else f"{o.buffer}: mismatch")
+            return result
+        result.status, result.passed = "passed", True
+        if run.timing:
+            result.timing, result.median_ms = run.timing, run.timing.median_ms
+            result.tflops, result.gbps = self._rates(case, run.timing.median_ms)
+        return result
+
+    def _inputs(self, case: Case, case_dir: Path) -> dict[str, np.ndarray]:
+        ref = self.task.spec.reference
+        if isinstance(ref, StoredReference):
+            folder = self.task.folder / ref.dir / case.name
+            arrays = {b.name: np.load(folder / f"{b.name}.npy") for b in self.task.spec.buffers if b.role != "out"}
+        else:
+            arrays = draw_inputs(self.task.spec, case, self.seed)
+        for name, arr in arrays.items():
+            np.save(case_dir / f"in_{name}.npy", arr)
+        return arrays
+
+    def _args(self, case: Case, case_dir: Path) -> list[ArgSpec]:
+        spec = self.task.spec
+        scalars = scalar_arguments(spec, case.sizes)
+        args = []
+        for p in spec.params:
+            if isinstance(p, ScalarParam):
+                args.append(ArgSpec(name=p.name, kind="scalar", dtype=p.dtype, value=scalars[p.name]))
+            else:
+                args.append(ArgSpec(name=p.name, kind="buffer", dtype=p.dtype, shape=list(spec.shape_of(p, case.sizes)),
+                                    role=p.role, initial=p.initial,
+                                    input_file=str(case_dir / f"in_{p.name}.npy") if p.role != "out" else None))
+        return args
+
+    def _reference(self, case: Case, inputs: dict[str, np.ndarray], case_dir: Path) -> dict[str, np.ndarray]:
+        ref, spec = self.task.spec.reference, self.task.spec
+        if isinstance(ref, StoredReference):
+            folder = self.task.folder / ref.dir / case.name
+            return {b.name: np.load(folder / f"{b.name}.npy") for b in spec.outputs}
+        if isinstance(ref, NumpyReference):
+            outputs = _numpy_reference(self.task, ref)(reference_inputs(spec, case, inputs), dict(case.sizes))
+            missing = {b.name for b in spec.outputs} - set(outputs)
+            if missing:
+                raise TaskSpecError(str(self.task.folder / ref.file), ref.function, f"did not return {sorted(missing)}")
+            return {k: np.asarray(v, dtype=np.float64) for k, v in outputs.items()}
+        return self._kernel_reference(ref, case, case_dir)
+
+    def _kernel_reference(self, ref: KernelReference, case: Case, case_dir: Path) -> dict[str, np.ndarray]:
+        cand = Candidate(source=self.task.read(ref.source), kernel_name=ref.kernel, launch=ref.launch,
+                         defines=dict(ref.defines))
+        compiled = compile_candidate(cand, self.compiled.arch)
+        where = str(self.task.folder / ref.source)
+        if not compiled.ok:
+            raise TaskSpecError(where, "reference", f"reference kernel does not compile:\n{compiled.log}")
+        grid, block, shared = cand.launch_dims(case.sizes)
+        request = CaseRequest(kernel_name=ref.kernel, cubin=compiled.cubin or b"", grid=grid, block=block,
+                              shared_mem=shared, args=self._args(case, case_dir), output_dir=str(case_dir / "ref"))
+        run = self.backend.run_case(request, self.config.timeout_s)
+        if run.status != "ok":
+            raise TaskSpecError(where, "reference", f"reference kernel failed on case {case.name}: {run.message}")
+        return {name: np.load(path).astype(np.float64) for name, path in run.outputs.items()}
+
+    def _rates(self, case: Case, median_ms: float) -> tuple[float | None, float | None]:
+        metrics = self.task.spec.metrics
+        if not metrics or median_ms <= 0:
+            return None, None
+        seconds = median_ms * 1e-3
+        flops = evaluate_expression(metrics.flops, case.sizes) / seconds / 1e12 if metrics.flops is not None else None
+        gbps = evaluate_expression(metrics.bytes, case.sizes) / seconds / 1e9 if metrics.bytes is not None else None
+        return flops, gbps
+
+
+_REFERENCE_CACHE: dict[tuple[str, str, str], object] = {}
+
+
+def _numpy_reference(task: Task, ref: NumpyReference):
+    """Import ``reference.py`` from the task folder (local folders only: it is Python code)."""
+    path = task.folder / ref.file
+    key = (str(path), ref.function, str(path.stat().st_mtime_ns))
+    if key not in _REFERENCE_CACHE:
+        module_spec = importlib.util.spec_from_file_location(f"cudaopt_reference_{task.name}", path)
+        module = importlib.util.module_from_spec(module_spec)
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as exc:
+            raise TaskSpecError(str(path), "-", f"cannot import: {type(exc).__name__}: {exc}") from None
+        fn = getattr(module, ref.function, None)
+        if not callable(fn):
+            raise TaskSpecError(str(path), "reference.function", f"no function {ref.function!r} in {ref.file}")
+        _REFERENCE_CACHE[key] = fn
+    return _REFERENCE_CACHE[key]
+
+
+def _fast_tmp() -> str | None:
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and shutil.disk_usage(shm).free > (8 << 30) else None
+
+
+def _first_line(log: str, word: str) -> str:
+    for line in log.splitlines():
+        if word in line:
+            return line.strip()
+    return log.strip().splitlines()[0] if log.strip() else ""

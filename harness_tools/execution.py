@@ -1,0 +1,64 @@
+"""The messages between the engine and an execution backend: one case, launched once, maybe timed.
+
+These are plain pydantic models so they cross the process boundary to the worker as dicts.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from .timing import TimingPlan, TimingStats
+
+RunStatus = Literal["ok", "launch_error", "crashed", "timeout", "invalid_launch"]
+
+
+class ArgSpec(BaseModel):
+    """One kernel argument, in signature order."""
+
+    name: str
+    kind: Literal["buffer", "scalar"]
+    dtype: str
+    shape: list[int] = Field(default_factory=list)
+    role: Literal["in", "out", "inout"] | None = None
+    initial: float | None = None
+    input_file: str | None = Field(None, description=".npy holding the input data (in/inout buffers)")
+    value: int | float | None = None
+
+
+class CaseRequest(BaseModel):
+    kernel_name: str
+    cubin: bytes
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int = 0
+    args: list[ArgSpec]
+    output_dir: str
+    timing: TimingPlan | None = None
+
+
+class CaseRun(BaseModel):
+    status: RunStatus
+    error: str | None = Field(None, description="CUDA error name, e.g. CUDA_ERROR_ILLEGAL_ADDRESS")
+    message: str | None = None
+    outputs: dict[str, str] = Field(default_factory=dict, description="buffer name → .npy path")
+    modified_inputs: list[str] = Field(default_factory=list)
+    overruns: list[str] = Field(default_factory=list, description="buffers whose poisoned tail was overwritten")
+    timing: TimingStats | None = None
+    load_ms: float = 0.0
+    run_ms: float = 0.0
+    time_ms: float = 0.0
+    worker_restarted: bool = False
+
+
+class DeviceInfo(BaseModel):
+    backend: str
+    name: str
+    arch: str
+    sm_count: int | None = None
+    l2_bytes: int | None = None
+    memory_bytes: int | None = None
+    max_shared_per_block_optin: int | None = None
+    driver_version: str | None = None
+    bindings_version: str | None = None

@@ -1,0 +1,97 @@
+"""How we time a kernel, and the statistics we report (DESIGN.md §5).
+
+Method (:func:`measure`), on one stream:
+
+1. ``warmup`` launches, each preceded by an L2 flush, so module load, lazy allocation and clock
+   ramp-up stay out of the numbers;
+2. ``reps`` timed launches: flush L2 (a memset over a buffer at least twice the L2 size, *outside* the
+   event pair), record the start event, launch, record the stop event;
+3. one synchronisation at the end, then every event pair's elapsed time is read.
+
+Each launch thus starts with a cold L2, as it would in a pipeline where the kernel's inputs were
+produced by other work. Statistics (:func:`summarize`) keep the samples: median, min, max, mean,
+inter-quartile range and the coefficient of variation (stdev / mean).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+
+class TimingPlan(BaseModel):
+    warmup: int = Field(10, ge=0, le=10_000)
+    reps: int = Field(100, ge=1, le=100_000)
+    flush_l2: bool = True
+
+
+class TimingStats(BaseModel):
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    mean_ms: float
+    iqr_ms: float
+    cv: float = Field(description="coefficient of variation: stdev / mean")
+    n: int
+    samples_ms: list[float] = Field(default_factory=list, exclude=True)
+
+
+class DeviceTimer(Protocol):
+    """What :func:`measure` needs from a backend; every call only enqueues work on the stream."""
+
+    def flush_l2(self) -> None: ...
+    def launch(self) -> None: ...
+    def record(self, index: int, which: int) -> None:
+        """Record event ``which`` (0 start, 1 stop) of pair ``index``."""
+    def elapsed_ms(self, count: int) -> list[float]:
+        """Synchronise, then return the elapsed time of pairs 0..count-1."""
+
+
+def measure(timer: DeviceTimer, plan: TimingPlan) -> list[float]:
+    for _ in range(plan.warmup):
+        if plan.flush_l2:
+            timer.flush_l2()
+        timer.launch()
+    for i in range(plan.reps):
+        if plan.flush_l2:
+            timer.flush_l2()
+        timer.record(i, 0)
+        timer.launch()
+        timer.record(i, 1)
+    return timer.elapsed_ms(plan.reps)
+
+
+def summarize(samples_ms: Sequence[float]) -> TimingStats:
+    if not samples_ms:
+        raise ValueError("no timing samples")
+    data = sorted(float(s) for s in samples_ms)
+    mean = statistics.fmean(data)
+    stdev = statistics.pstdev(data) if len(data) > 1 else 0.0
+    return TimingStats(
+        median_ms=statistics.median(data),
+        min_ms=data[0],
+        max_ms=data[-1],
+        mean_ms=mean,
+        iqr_ms=_quantile(data, 0.75) - _quantile(data, 0.25),
+        cv=stdev / mean if mean > 0 else 0.0,
+        n=len(data),
+        samples_ms=list(samples_ms),
+    )
+
+
+def geomean(values: Sequence[float]) -> float:
+    if not values or any(v <= 0 for v in values):
+        raise ValueError(f"geometric mean needs positive values, got {list(values)}")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _quantile(sorted_data: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default method)."""
+    pos = q * (len(sorted_data) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_data) - 1)
+    return sorted_data[lo] + (sorted_data[hi] - sorted_data[lo]) * (pos - lo)

@@ -1,0 +1,112 @@
+"""Compare a kernel's output with the float64 reference.
+
+An element passes when ``|out - ref| <= atol + rtol * |ref|``. Non-finite values get no benefit of the
+doubt: NaN or ±Inf where the reference is finite always fails (a NaN means an element was never
+written, since outputs start poisoned), and where the reference itself is non-finite the output must
+match it exactly (NaN for NaN, the same infinity).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel
+
+from .expressions import evaluate
+from .spec import Tolerance
+
+
+class Mismatch(BaseModel):
+    index: list[int]
+    flat_index: int
+    got: float
+    expected: float
+
+
+class OutputComparison(BaseModel):
+    buffer: str
+    passed: bool
+    elements: int
+    mismatches: int
+    max_abs_err: float
+    max_rel_err: float
+    nonfinite: int
+    first_mismatch: Mismatch | None = None
+    atol: float
+    rtol: float
+
+
+CHUNK = 1 << 20  # elements per pass: keeps the float64 temporaries in cache
+
+
+def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: Tolerance,
+            sizes: dict[str, int]) -> OutputComparison:
+    if output.shape != reference.shape:
+        raise ValueError(f"{buffer}: output shape {output.shape} differs from reference shape {reference.shape}")
+    atol = float(evaluate(tolerance.atol, sizes))
+    rtol = float(tolerance.rtol)
+    got_all, ref_all = output.reshape(-1), reference.reshape(-1)
+    acc = _Accumulator()
+    for start in range(0, got_all.size, CHUNK):
+        got = got_all[start : start + CHUNK].astype(np.float64)
+        ref = ref_all[start : start + CHUNK].astype(np.float64)
+        acc.add(start, *_chunk_errors(got, ref, atol, rtol))
+    first = None
+    if acc.first is not None:
+        i = acc.first
+        first = Mismatch(index=[int(x) for x in np.unravel_index(i, output.shape)], flat_index=i,
+                         got=float(got_all[i]), expected=float(ref_all[i]))
+    return OutputComparison(
+        buffer=buffer, passed=acc.mismatches == 0, elements=int(ref_all.size), mismatches=acc.mismatches,
+        max_abs_err=acc.max_abs, max_rel_err=acc.max_rel, nonfinite=acc.nonfinite, first_mismatch=first,
+        atol=atol, rtol=rtol,
+    )
+
+
+def _chunk_errors(got: np.ndarray, ref: np.ndarray, atol: float, rtol: float):
+    """(bad mask, max abs err, max rel err, non-finite outputs where the reference is finite)."""
+    ref_finite = np.isfinite(ref)
+    got_finite = np.isfinite(got)
+    with np.errstate(invalid="ignore", over="ignore"):
+        abs_err = np.abs(got - ref)
+        bad = ~(abs_err <= atol + rtol * np.abs(ref))  # NaN compares false: NaN is bad
+    special = ~ref_finite
+    if special.any():  # where the reference is not finite only an identical value passes
+        same = (np.isnan(ref) & np.isnan(got)) | (ref == got)
+        bad[special] = ~same[special]
+    both = ref_finite & got_finite
+    nonfinite = int(np.count_nonzero(ref_finite & ~got_finite))
+    if nonfinite:
+        return bad, float("inf"), float("inf"), nonfinite
+    if not both.any():
+        return bad, 0.0, 0.0, 0
+    err = abs_err[both]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = err / np.maximum(np.abs(ref[both]), np.finfo(np.float64).tiny)
+    return bad, float(err.max()), float(rel.max()), 0
+
+
+class _Accumulator:
+    def __init__(self):
+        self.mismatches = self.nonfinite = 0
+        self.max_abs = self.max_rel = 0.0
+        self.first: int | None = None
+
+    def add(self, start: int, bad: np.ndarray, max_abs: float, max_rel: float, nonfinite: int) -> None:
+        count = int(np.count_nonzero(bad))
+        if count and self.first is None:
+            self.first = start + int(np.argmax(bad))
+        self.mismatches += count
+        self.nonfinite += nonfinite
+        self.max_abs, self.max_rel = max(self.max_abs, max_abs), max(self.max_rel, max_rel)
+
+
+def error_map(output: np.ndarray, reference: np.ndarray, max_cells: int = 64) -> np.ndarray:
+    """Largest absolute error per tile, at most ``max_cells`` × ``max_cells`` tiles (inf for NaN)."""
+    got = output.astype(np.float64).reshape(output.shape[0], -1) if output.ndim > 1 else output.reshape(1, -1)
+    ref = reference.astype(np.float64).reshape(got.shape)
+    with np.errstate(invalid="ignore"):
+        err = np.abs(got - ref)
+    err[np.isnan(err)] = np.inf
+    rows = np.array_split(np.arange(err.shape[0]), min(max_cells, err.shape[0]))
+    cols = np.array_split(np.arange(err.shape[1]), min(max_cells, err.shape[1]))
+    return np.array([[err[r[0] : r[-1] + 1, c[0] : c[-1] + 1].max() for c in cols] for r in rows])

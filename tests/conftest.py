@@ -1,0 +1,26 @@
+"""Shared test setup: the ``gpu`` marker skips, with its reason, where no NVIDIA GPU is usable."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness_tools.backends.cuda import gpu_present
+
+
+def pytest_collection_modifyitems(config, items):
+    if gpu_present():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU: no /dev/nvidia* device and nvidia-smi lists none")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def cuda_backend():
+    """One worker process for the whole session (tests that crash it check that it comes back)."""
+    from harness_tools.backends import create_backend
+
+    backend = create_backend("cuda")
+    yield backend
+    backend.close()

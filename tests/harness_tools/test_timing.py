@@ -1,0 +1,65 @@
+"""Timing statistics and the measurement method, driven by a scripted device timer."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harness_tools.timing import TimingPlan, geomean, measure, summarize
+
+
+def test_summary_statistics():
+    s = summarize([4.0, 1.0, 3.0, 2.0, 5.0])
+    assert (s.median_ms, s.min_ms, s.max_ms, s.mean_ms, s.n) == (3.0, 1.0, 5.0, 3.0, 5)
+    assert s.iqr_ms == pytest.approx(2.0)  # quartiles 2 and 4
+    assert s.cv == pytest.approx(math.sqrt(2) / 3)
+    assert s.samples_ms == [4.0, 1.0, 3.0, 2.0, 5.0]
+
+
+def test_summary_of_one_sample_and_of_none():
+    assert summarize([2.5]).cv == 0.0
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_geomean():
+    assert geomean([1.0, 4.0]) == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        geomean([1.0, 0.0])
+
+
+class ScriptedTimer:
+    """Records the order of operations a backend would enqueue."""
+
+    def __init__(self):
+        self.ops: list[str] = []
+
+    def flush_l2(self):
+        self.ops.append("flush")
+
+    def launch(self):
+        self.ops.append("launch")
+
+    def record(self, index, which):
+        self.ops.append(f"{'start' if which == 0 else 'stop'}{index}")
+
+    def elapsed_ms(self, count):
+        self.ops.append("sync")
+        return [float(i + 1) for i in range(count)]
+
+
+def test_measure_flushes_outside_the_event_pair():
+    timer = ScriptedTimer()
+    samples = measure(timer, TimingPlan(warmup=2, reps=3))
+    assert samples == [1.0, 2.0, 3.0]
+    assert timer.ops == ["flush", "launch", "flush", "launch",
+                         "flush", "start0", "launch", "stop0",
+                         "flush", "start1", "launch", "stop1",
+                         "flush", "start2", "launch", "stop2", "sync"]
+
+
+def test_measure_without_flush():
+    timer = ScriptedTimer()
+    measure(timer, TimingPlan(warmup=0, reps=1, flush_l2=False))
+    assert timer.ops == ["start0", "launch", "stop0", "sync"]

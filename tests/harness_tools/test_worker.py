@@ -1,0 +1,79 @@
+"""The worker process: start, answer, time out, die, restart — with a device-free executor."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from harness_tools.errors import BackendUnavailable, WorkerError
+from harness_tools.worker import Worker, WorkerDied, WorkerTimeout
+
+ECHO = "tests.harness_tools.echo_executor:EchoExecutor"
+
+
+@pytest.fixture
+def worker():
+    w = Worker(ECHO, device=0)
+    yield w
+    w.close()
+
+
+def test_start_and_round_trip(worker):
+    info = worker.start()
+    assert info["device"] == 0 and worker.alive
+    assert worker.call("echo", {"a": [1, 2], "b": b"\x00\xff"}, timeout_s=10) == {"a": [1, 2], "b": b"\x00\xff"}
+
+
+def test_timeout_kills_and_next_call_gets_a_fresh_process(worker):
+    first = worker.start()["pid"]
+    with pytest.raises(WorkerTimeout, match="no answer within 0.5 s"):
+        worker.call("sleep", 30, timeout_s=0.5)
+    assert not worker.alive
+    assert worker.call("echo", 1, timeout_s=10) == 1
+    assert worker.info["pid"] != first and worker.restarts == 1
+
+
+def test_crash_is_reported_with_exit_code_and_recovered(worker):
+    worker.start()
+    with pytest.raises(WorkerDied, match="exit code 7"):
+        worker.call("crash", None, timeout_s=10)
+    assert worker.call("echo", "back", timeout_s=10) == "back"
+
+
+def test_dead_executor_answers_then_the_process_ends(worker):
+    first = worker.start()["pid"]
+    assert worker.call("poison", None, timeout_s=10) == "poisoned"
+    assert worker.call("echo", 2, timeout_s=10) == 2
+    assert worker.info["pid"] != first
+
+
+def test_executor_bug_is_an_exception_with_its_traceback(worker):
+    worker.start()
+    with pytest.raises(WorkerError, match="KeyError: 'a bug in the executor'"):
+        worker.call("bug", None, timeout_s=10)
+    assert worker.call("echo", 3, timeout_s=10) == 3  # a bug does not kill the worker
+
+
+def test_failed_start_is_backend_unavailable():
+    w = Worker(ECHO, device=-1)
+    with pytest.raises(BackendUnavailable, match="no such device"):
+        w.start()
+
+
+def test_child_stdout_never_reaches_parent_stdout(tmp_path):
+    script = textwrap.dedent(f"""
+        from harness_tools.worker import Worker
+        w = Worker({ECHO!r}, 0)
+        w.start()
+        assert w.call("shout", "SECRET-PRINTF", 10) == "ok"
+        w.close()
+        print("done")
+    """)  # no main guard on purpose: the worker must not re-import the caller's script
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=str(tmp_path),
+                         env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[2])})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "done"
+    assert "SECRET-PRINTF" in out.stderr
