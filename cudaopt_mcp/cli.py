@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-flush", action="store_true", help="do not flush L2 between timed launches")
     ev.add_argument("--timeout", type=float, default=120.0, help="seconds per case before the worker is killed")
     ev.add_argument("--only", choices=["validation", "performance"], help="run only cases of this role")
+    ev.add_argument("--keep", type=Path, metavar="DIR",
+                    help="keep artifacts here: kernel source, full compile log, outputs, result.json")
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ev.set_defaults(func=_cmd_eval)
     return parser
@@ -90,17 +92,28 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         seed=args.seed, timeout_s=args.timeout,
         timing=TimingPlan(warmup=args.warmup, reps=args.reps, flush_l2=not args.no_flush),
         roles=[args.only] if args.only else ["validation", "performance"],
+        outputs_dir=str(args.keep / "outputs") if args.keep else None,
     )
     backend = create_backend(backend_name)
     try:
         result = evaluate(task, cand, backend, config)
     finally:
         backend.close()
+    if args.keep:
+        _keep(args.keep, cand, result)
     if args.json:
         print(result.model_dump_json(indent=2))
     else:
         print(eval_table(result))
     return 0 if result.correct else 1
+
+
+def _keep(folder: Path, cand: candidates.Candidate, result) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kernel.cu").write_text(cand.source)
+    (folder / "candidate.json").write_text(cand.model_dump_json(indent=2))
+    (folder / "compile.log").write_text(result.compile.full_log)
+    (folder / "result.json").write_text(result.model_dump_json(indent=2))
 
 
 def _candidate(task, args: argparse.Namespace) -> candidates.Candidate:

@@ -8,7 +8,6 @@ kernel would otherwise cost one timeout per case); after any failure, later case
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import tempfile
 import time
@@ -22,11 +21,12 @@ from .backends import ExecutionBackend
 from .candidate import Candidate
 from .compile import CompileResult, compile_candidate, nvrtc_version
 from .environment import Environment, read_clocks
-from .errors import CandidateError, TaskSpecError
+from .errors import CandidateError
 from .execution import ArgSpec, CaseRequest, CaseRun
 from .expressions import evaluate as evaluate_expression
-from .inputs import draw_inputs, fresh_seed, reference_inputs, scalar_arguments
-from .spec import Case, KernelReference, NumpyReference, ScalarParam, StoredReference, Task
+from .inputs import draw_inputs, fresh_seed, scalar_arguments
+from .reference import expected_outputs, stored_inputs
+from .spec import Case, ScalarParam, Task
 from .timing import TimingPlan, TimingStats, geomean
 from .verify import OutputComparison, compare
 
@@ -148,13 +148,15 @@ class _CaseRunner:
         t0 = time.perf_counter()
         inputs = self._inputs(case, case_dir)
         t1 = time.perf_counter()
-        expected = self._reference(case, inputs, case_dir)
+        args = self._args(case, case_dir)
+        expected = expected_outputs(self.task, case, self.seed, inputs, self.backend, args, case_dir,
+                                    self.compiled.arch, self.config.timeout_s)
         t2 = time.perf_counter()
         self.overhead.inputs_ms += (t1 - t0) * 1e3
         self.overhead.reference_ms += (t2 - t1) * 1e3
         timing = self.config.timing if case.role == "performance" and not self.any_failed else None
         request = CaseRequest(kernel_name=candidate.kernel_name, cubin=self.compiled.cubin or b"", grid=grid,
-                              block=block, shared_mem=shared, args=self._args(case, case_dir), timing=timing,
+                              block=block, shared_mem=shared, args=args, timing=timing,
                               output_dir=str(case_dir / "out"))
         run = self.backend.run_case(request, self.config.timeout_s)
         self.overhead.load_ms += run.load_ms
@@ -201,11 +203,8 @@ class _CaseRunner:
         return result
 
     def _inputs(self, case: Case, case_dir: Path) -> dict[str, np.ndarray]:
-        ref = self.task.spec.reference
-        if isinstance(ref, StoredReference):
-            folder = self.task.folder / ref.dir / case.name
-            arrays = {b.name: np.load(folder / f"{b.name}.npy") for b in self.task.spec.buffers if b.role != "out"}
-        else:
+        arrays = stored_inputs(self.task, case)
+        if arrays is None:
             arrays = draw_inputs(self.task.spec, case, self.seed)
         for name, arr in arrays.items():
             np.save(case_dir / f"in_{name}.npy", arr)
@@ -224,34 +223,6 @@ class _CaseRunner:
                                     input_file=str(case_dir / f"in_{p.name}.npy") if p.role != "out" else None))
         return args
 
-    def _reference(self, case: Case, inputs: dict[str, np.ndarray], case_dir: Path) -> dict[str, np.ndarray]:
-        ref, spec = self.task.spec.reference, self.task.spec
-        if isinstance(ref, StoredReference):
-            folder = self.task.folder / ref.dir / case.name
-            return {b.name: np.load(folder / f"{b.name}.npy") for b in spec.outputs}
-        if isinstance(ref, NumpyReference):
-            outputs = _numpy_reference(self.task, ref)(reference_inputs(spec, case, inputs), dict(case.sizes))
-            missing = {b.name for b in spec.outputs} - set(outputs)
-            if missing:
-                raise TaskSpecError(str(self.task.folder / ref.file), ref.function, f"did not return {sorted(missing)}")
-            return {k: np.asarray(v, dtype=np.float64) for k, v in outputs.items()}
-        return self._kernel_reference(ref, case, case_dir)
-
-    def _kernel_reference(self, ref: KernelReference, case: Case, case_dir: Path) -> dict[str, np.ndarray]:
-        cand = Candidate(source=self.task.read(ref.source), kernel_name=ref.kernel, launch=ref.launch,
-                         defines=dict(ref.defines))
-        compiled = compile_candidate(cand, self.compiled.arch)
-        where = str(self.task.folder / ref.source)
-        if not compiled.ok:
-            raise TaskSpecError(where, "reference", f"reference kernel does not compile:\n{compiled.log}")
-        grid, block, shared = cand.launch_dims(case.sizes)
-        request = CaseRequest(kernel_name=ref.kernel, cubin=compiled.cubin or b"", grid=grid, block=block,
-                              shared_mem=shared, args=self._args(case, case_dir), output_dir=str(case_dir / "ref"))
-        run = self.backend.run_case(request, self.config.timeout_s)
-        if run.status != "ok":
-            raise TaskSpecError(where, "reference", f"reference kernel failed on case {case.name}: {run.message}")
-        return {name: np.load(path).astype(np.float64) for name, path in run.outputs.items()}
-
     def _rates(self, case: Case, median_ms: float) -> tuple[float | None, float | None]:
         metrics = self.task.spec.metrics
         if not metrics or median_ms <= 0:
@@ -260,27 +231,6 @@ class _CaseRunner:
         flops = evaluate_expression(metrics.flops, case.sizes) / seconds / 1e12 if metrics.flops is not None else None
         gbps = evaluate_expression(metrics.bytes, case.sizes) / seconds / 1e9 if metrics.bytes is not None else None
         return flops, gbps
-
-
-_REFERENCE_CACHE: dict[tuple[str, str, str], object] = {}
-
-
-def _numpy_reference(task: Task, ref: NumpyReference):
-    """Import ``reference.py`` from the task folder (local folders only: it is Python code)."""
-    path = task.folder / ref.file
-    key = (str(path), ref.function, str(path.stat().st_mtime_ns))
-    if key not in _REFERENCE_CACHE:
-        module_spec = importlib.util.spec_from_file_location(f"cudaopt_reference_{task.name}", path)
-        module = importlib.util.module_from_spec(module_spec)
-        try:
-            module_spec.loader.exec_module(module)
-        except Exception as exc:
-            raise TaskSpecError(str(path), "-", f"cannot import: {type(exc).__name__}: {exc}") from None
-        fn = getattr(module, ref.function, None)
-        if not callable(fn):
-            raise TaskSpecError(str(path), "reference.function", f"no function {ref.function!r} in {ref.file}")
-        _REFERENCE_CACHE[key] = fn
-    return _REFERENCE_CACHE[key]
 
 
 def _fast_tmp() -> str | None:

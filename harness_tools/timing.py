@@ -37,7 +37,7 @@ class TimingStats(BaseModel):
     iqr_ms: float
     cv: float = Field(description="coefficient of variation: stdev / mean")
     n: int
-    samples_ms: list[float] = Field(default_factory=list, exclude=True)
+    samples_ms: list[float] = Field(default_factory=list)
 
 
 class DeviceTimer(Protocol):

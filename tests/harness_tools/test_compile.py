@@ -221,3 +221,25 @@ def test_short_log_is_not_capped():
 def test_bad_arch_raises_value_error(arch):
     with pytest.raises(ValueError, match="arch"):
         compile_candidate(candidate(SHARED_KERNEL), arch)
+
+
+def test_nvrtc_loads_from_the_wheel_without_a_toolkit(tmp_path):
+    """No nvcc on PATH, no CUDA_HOME/CUDA_PATH, no LD_LIBRARY_PATH: NVRTC still comes from pip."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH")}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + "/usr/bin" + os.pathsep + "/bin"
+    script = (
+        "import shutil; assert shutil.which('nvcc') is None, 'nvcc still on PATH'\n"
+        "from harness_tools.candidate import Candidate\n"
+        "from harness_tools.compile import compile_candidate\n"
+        "c = Candidate(source='#include <cuda_fp16.h>\\nextern \"C\" __global__ void k(__half* x) { x[0] = __float2half(1.f); }',"
+        " kernel_name='k', launch={'grid': [1], 'block': [1]})\n"
+        "r = compile_candidate(c, 'sm_90'); assert r.ok, r.log; print('cubin', len(r.cubin))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("cubin ")

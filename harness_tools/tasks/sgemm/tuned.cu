@@ -48,7 +48,8 @@ __device__ __forceinline__ void load_frag(float* dst, const float* src)
     }
 }
 
-extern "C" __global__ void __launch_bounds__(NT) sgemm(const float* A, const float* B, float* C, int M, int N, int K)
+// (NT, 1): the block size lets ptxas use up to 65536 / NT registers (it spilled more with NT alone).
+extern "C" __global__ void __launch_bounds__(NT, 1) sgemm(const float* A, const float* B, float* C, int M, int N, int K)
 {
     __shared__ __align__(16) float As[BK][BM + APAD];
     __shared__ __align__(16) float Bs[BK][BN];

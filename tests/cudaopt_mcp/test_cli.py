@@ -1,0 +1,90 @@
+"""The ``cudaopt`` command line, run as a real subprocess: listing tasks and refusing bad input clearly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness_tools.backends.cuda import gpu_present
+
+
+def cudaopt(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cudaopt_mcp.cli", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+def test_tasks_lists_the_bundled_tasks():
+    out = cudaopt("tasks", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    assert set(rows) == {"sgemm", "reduce_sum", "softmax_rows", "transpose"}
+    assert {"BM", "BN", "BK", "TM", "TN"} <= set(rows["sgemm"]["tunables"])
+    plain = cudaopt("tasks")
+    assert plain.returncode == 0 and "sgemm" in plain.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["eval", "no_such_task"], "not a bundled task"),
+        (["eval", "sgemm", "--kernel", "missing.cu"], "missing.cu"),
+        (["eval", "sgemm", "--launch", "{not json"], "error"),
+        (["eval", "sgemm", "--launch", '{"grid": [1]}'], "block"),
+        (["eval", "sgemm", "--tuned", "BM=abc"], "invalid literal"),
+        (["eval", "sgemm", "--tuned", "XX=1"], "unknown tunables"),
+        (["eval", "sgemm", "-D", "novalue"], "NAME=VALUE"),
+        (["eval", "sgemm", "-D", 'X="/etc/passwd"'], "simple expressions"),
+        (["eval", "sgemm", "--tuned", "BM=64", "--kernel", "k.cu"], "exclude each other"),
+    ],
+)
+def test_bad_input_exits_2_with_a_clear_message(args, message, tmp_path):
+    out = cudaopt(*args, cwd=tmp_path)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_bad_task_folder_names_file_and_field(tmp_path):
+    (tmp_path / "task.json").write_text('{"name": "x"}')
+    out = cudaopt("eval", str(tmp_path))
+    assert out.returncode == 2
+    assert "task.json" in out.stderr and "description" in out.stderr
+
+
+def test_unknown_backend_is_refused_by_the_parser():
+    out = cudaopt("eval", "sgemm", "--backend", "tpu")
+    assert out.returncode == 2 and "invalid choice" in out.stderr
+
+
+@pytest.mark.skipif(gpu_present(), reason="checks the message on machines without a GPU")
+def test_eval_without_a_gpu_says_so():
+    out = cudaopt("eval", "sgemm", "--backend", "cuda")
+    assert out.returncode == 2
+    assert "no NVIDIA GPU" in out.stderr
+
+
+@pytest.mark.gpu
+def test_eval_json_on_the_gpu(tmp_path):
+    out = cudaopt("eval", "transpose", "--json", "--reps", "5", "--warmup", "1", "--keep", str(tmp_path / "keep"))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["compile"]["ok"] is True and data["correct"] is True and data["score_ms"] > 0
+    for case in data["cases"]:
+        assert {"name", "role", "passed", "max_abs_err", "median_ms"} <= set(case)
+        if case["role"] == "performance":
+            assert len(case["timing"]["samples_ms"]) == 5
+    assert (tmp_path / "keep" / "compile.log").is_file() and (tmp_path / "keep" / "result.json").is_file()
+
+
+@pytest.mark.gpu
+def test_eval_of_a_wrong_kernel_exits_1(tmp_path):
+    kernel = tmp_path / "bad.cu"
+    kernel.write_text('extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {\n'
+                      "  int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;\n"
+                      "  if (r < rows && c < cols) out[r * cols + c] = in[r * cols + c];\n}\n")
+    out = cudaopt("eval", "transpose", "--kernel", str(kernel), "--only", "validation")
+    assert out.returncode == 1
+    assert "NOT CORRECT" in out.stdout and "mismatch" in out.stdout
