@@ -64,8 +64,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1) sgemm(const float* A, const 
     auto out_col = [&](int j) { return (j / VN) * (TX * VN) + tx * VN + j % VN; };
 
     // Global -> registers. Element e = tid + i * NT of a slice: consecutive threads take consecutive k of
-    // a row of A and consecutive n of a row of B, so loads are coalesced. NT and the tile sides are
-    // powers of two, so a thread's coordinates are its own part plus a compile-time part per load;
+    // a row of A and consecutive n of a row of B, so loads are coalesced. BK divides NT, and NT and BN
+    // divide one another (task constraints), so a thread's coordinates are its own part plus a
+    // compile-time part per load;
     // only a few row pointers and "how much is left" counters stay live across the K loop.
     // Out-of-range elements read as 0 and add nothing. In-tile offsets are ints: BM*K, BK*N < 2^31.
     const float* a_ptr = A + (size_t)(row0 + tid / BK) * K + tid % BK;
