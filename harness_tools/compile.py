@@ -19,10 +19,15 @@ from pydantic import BaseModel, Field
 
 from .builtin_headers import HEADERS
 from .candidate import Candidate
+from .cubin import read_cubin
 from .errors import CompilerUnavailable
 from .include_guard import CUDA_HEADERS, check_source
 
 PROGRAM_NAME = "kernel.cu"
+# NVRTC 13.0 leaves the log (ptxas -v included) empty for a source without any #include: start every
+# program with an empty in-memory header, then restore the candidate's own line numbering.
+_PRELUDE_HEADER = "__cudaopt_prelude.h"
+_PRELUDE = f'#include "{_PRELUDE_HEADER}"\n#line 1 "{PROGRAM_NAME}"\n'
 LOG_CAP_CHARS = 6000
 _CACHE: dict[str, "CompileResult"] = {}
 _CACHE_LOCK = threading.Lock()
@@ -101,10 +106,12 @@ def _options(candidate: Candidate, arch: str, source: str) -> list[str]:
 
 def _run_nvrtc(source: str, options: list[str], arch: str, kernel: str, version: str) -> CompileResult:
     nvrtc = _nvrtc()
-    names = [n.encode() for n in HEADERS]
-    bodies = [HEADERS[n].encode() for n in HEADERS]
+    headers = {**HEADERS, _PRELUDE_HEADER: "#pragma once\n"}
+    names = [n.encode() for n in headers]
+    bodies = [headers[n].encode() for n in headers]
     start = time.perf_counter()
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), PROGRAM_NAME.encode(), len(names), bodies, names)
+    program = (_PRELUDE + source).encode()
+    err, prog = nvrtc.nvrtcCreateProgram(program, PROGRAM_NAME.encode(), len(names), bodies, names)
     _check(nvrtc, err, "nvrtcCreateProgram")
     try:
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
@@ -120,7 +127,8 @@ def _run_nvrtc(source: str, options: list[str], arch: str, kernel: str, version:
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     log = filter_log(raw_log)
-    entries = re.findall(r"Compiling entry function '([^']+)'", raw_log)
+    facts = read_cubin(cubin) if cubin is not None else None
+    entries = sorted(facts.kernels) if facts else re.findall(r"Compiling entry function '([^']+)'", raw_log)
     ok = cubin is not None
     if ok and kernel not in entries:
         ok = False
@@ -130,7 +138,7 @@ def _run_nvrtc(source: str, options: list[str], arch: str, kernel: str, version:
     return CompileResult(
         ok=ok, status="ok" if ok else "error", arch=arch, kernel_name=kernel, log=capped, log_truncated=truncated,
         full_log=log, compile_ms=round(elapsed_ms, 3), nvrtc_version=version,
-        resources=parse_resources(raw_log, kernel) if cubin is not None else None,
+        resources=_resources(raw_log, kernel, facts),
         entries=entries, cubin=cubin if ok else None,
     )
 
@@ -155,6 +163,15 @@ def filter_log(raw: str) -> str:
     if dropped:
         kept.append(f"[{dropped} diagnostic(s) located in other files omitted]")
     return "\n".join(kept).strip()
+
+
+def _resources(raw_log: str, kernel: str, facts) -> ResourceUsage | None:
+    """ptxas' report when the log has it (it alone knows spills), else what the cubin says."""
+    usage = parse_resources(raw_log, kernel)
+    if usage is not None or facts is None or kernel not in facts.kernels:
+        return usage
+    k = facts.kernels[kernel]
+    return ResourceUsage(registers=k.registers, stack_bytes=k.frame_bytes, static_shared_bytes=k.static_shared_bytes)
 
 
 def parse_resources(raw_log: str, kernel: str) -> ResourceUsage | None:
