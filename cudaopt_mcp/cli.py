@@ -57,8 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE", help="#define (repeatable)")
     ev.add_argument("--backend", choices=available_backends(), help="execution backend (default: cuda if a GPU is present)")
     ev.add_argument("--seed", type=int, help="input seed (default: fresh; always recorded)")
-    ev.add_argument("--warmup", type=int, default=10)
-    ev.add_argument("--reps", type=int, default=100)
+    ev.add_argument("--warmup", type=int, help="warm-up launches per performance case (default 10; cpu: 1)")
+    ev.add_argument("--reps", type=int, help="timed launches per performance case (default 100; cpu: 5)")
     ev.add_argument("--no-flush", action="store_true", help="do not flush L2 between timed launches")
     ev.add_argument("--timeout", type=float, default=120.0, help="seconds per case before the worker is killed")
     ev.add_argument("--only", choices=["validation", "performance"], help="run only cases of this role")
@@ -88,10 +88,17 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     task = resolve_task(args.task)
     cand = _candidate(task, args)
     backend_name = args.backend or _default_backend()
+    on_cpu = backend_name == "cpu"
+    if on_cpu and not args.only:
+        print("cudaopt: cpu backend: validation cases only (performance sizes are meant for a GPU; "
+              "--only performance times them anyway, in CPU time)", file=sys.stderr)
+    roles = [args.only] if args.only else (["validation"] if on_cpu else ["validation", "performance"])
+    warmup = args.warmup if args.warmup is not None else (1 if on_cpu else 10)
+    reps = args.reps if args.reps is not None else (5 if on_cpu else 100)
     config = EvaluationConfig(
         seed=args.seed, timeout_s=args.timeout,
-        timing=TimingPlan(warmup=args.warmup, reps=args.reps, flush_l2=not args.no_flush),
-        roles=[args.only] if args.only else ["validation", "performance"],
+        timing=TimingPlan(warmup=warmup, reps=reps, flush_l2=not args.no_flush),
+        roles=roles,
         outputs_dir=str(args.keep / "outputs") if args.keep else None,
     )
     backend = create_backend(backend_name)

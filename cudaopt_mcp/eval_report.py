@@ -17,9 +17,12 @@ def eval_table(result: EvaluationResult) -> str:
     else:
         lines.append(f"compile: {c.status}")
         lines.append(_indent(c.log))
+    cpu = result.backend == "cpu"
+    if cpu:
+        lines.append("timings: CPU wall clock (cpu backend), not GPU time")
     if result.cases:
         lines.append("")
-        lines.append(f"{'case':<28} {'role':<11} {'status':<10} {'max_abs_err':>11} {'median_ms':>10} "
+        lines.append(f"{'case':<28} {'role':<11} {'status':<10} {'max_abs_err':>11} {'cpu_ms' if cpu else 'median_ms':>10} "
                      f"{'min_ms':>9} {'cv':>6} {'TFLOP/s':>8} {'GB/s':>8}")
         for case in result.cases:
             t = case.timing
@@ -33,7 +36,9 @@ def eval_table(result: EvaluationResult) -> str:
                 lines.append(f"  {case.name}: {case.message}")
     lines.append("")
     if result.correct:
-        score = f"{result.score_ms:.4f} ms (geomean of performance medians)" if result.score_ms else "n/a (not timed)"
+        clock = "CPU " if cpu else ""
+        score = (f"{result.score_ms:.4f} ms {clock}(geomean of performance medians)" if result.score_ms
+                 else "n/a (no performance case timed)")
         lines.append(f"CORRECT · score {score}")
     else:
         lines.append(f"NOT CORRECT · {result.failure}")

@@ -155,9 +155,10 @@ class _CaseRunner:
         self.overhead.inputs_ms += (t1 - t0) * 1e3
         self.overhead.reference_ms += (t2 - t1) * 1e3
         timing = self.config.timing if case.role == "performance" and not self.any_failed else None
-        request = CaseRequest(kernel_name=candidate.kernel_name, cubin=self.compiled.cubin or b"", grid=grid,
-                              block=block, shared_mem=shared, args=args, timing=timing,
-                              output_dir=str(case_dir / "out"))
+        request = CaseRequest(kernel_name=candidate.kernel_name, cubin=self.compiled.cubin or b"",
+                              source=candidate.source, defines={k: str(v) for k, v in candidate.defines.items()},
+                              options=list(candidate.options), grid=grid, block=block, shared_mem=shared, args=args,
+                              timing=timing, output_dir=str(case_dir / "out"))
         run = self.backend.run_case(request, self.config.timeout_s)
         self.overhead.load_ms += run.load_ms
         self.overhead.validate_ms += run.run_ms

@@ -29,7 +29,10 @@ class ArgSpec(BaseModel):
 
 class CaseRequest(BaseModel):
     kernel_name: str
-    cubin: bytes
+    cubin: bytes = Field(b"", description="for GPU backends: the NVRTC cubin")
+    source: str = Field("", description="for source-level backends (cpu): the include-guarded source")
+    defines: dict[str, str] = Field(default_factory=dict)
+    options: list[str] = Field(default_factory=list, description="the candidate's extra NVRTC options")
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_mem: int = 0

@@ -44,7 +44,7 @@ _DIRECTIVES = frozenset({
     "pragma", "error", "warning", "line", "include", "",
 })
 _FORBIDDEN_IDENTIFIERS = re.compile(r"has_include|has_embed|include_next")
-_PRAGMA_WORDS = re.compile(r"include|embed|import")
+_PRAGMA_WORDS = re.compile(r"include|embed|import|dependency")
 _INCLUDE_OPERAND = re.compile(r'^\s*(?:<([^<>"]+)>|"([^"<>]+)")\s*$')
 _RAW_STRING = re.compile(r'(?<![A-Za-z0-9_])(?:u8|u|U|L)?R"')
 _TRIGRAPH = re.compile(r"\?\?[=/'()!<>\-]")
@@ -102,6 +102,23 @@ def check_source(source: str, file_name: str = "kernel.cu") -> GuardVerdict:
         refusals.append(f"{file_name}({first_pasting}): token pasting (##) in a source with #if/#elif "
                         f"(line {first_conditional}) is not allowed")
     return GuardVerdict(source=source, refusals=refusals)
+
+
+def code_lines(source: str, blank_literals: bool = False) -> list[tuple[int, str]]:
+    """(first physical line, text) of each line as the compiler sees it: splices joined, comments gone.
+
+    With ``blank_literals`` the contents of string and character literals are replaced by spaces, so a
+    scan for identifiers does not trip over words inside strings.
+    """
+    text, starts = _join_splices(source.replace("\r\n", "\n"))
+    lines = _tokenised_lines(text, starts)
+    if blank_literals:
+        lines = [(n, _LITERAL.sub(lambda m: m.group(0)[0] + " " * (len(m.group(0)) - 2) + m.group(0)[-1], t))
+                 for n, t in lines]
+    return lines
+
+
+_LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
 
 
 def check_define_value(name: str, value: str) -> str | None:

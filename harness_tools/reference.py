@@ -108,7 +108,8 @@ def _run_kernel(task: Task, ref: KernelReference, case: Case, backend: Execution
     if not compiled.ok:
         raise TaskSpecError(where, "reference", f"reference kernel does not compile:\n{compiled.log}")
     grid, block, shared = cand.launch_dims(case.sizes)
-    request = CaseRequest(kernel_name=ref.kernel, cubin=compiled.cubin or b"", grid=grid, block=block,
+    request = CaseRequest(kernel_name=ref.kernel, cubin=compiled.cubin or b"", source=cand.source,
+                          defines={k: str(v) for k, v in cand.defines.items()}, grid=grid, block=block,
                           shared_mem=shared, args=args, output_dir=str(scratch / "reference"))
     run = backend.run_case(request, timeout_s)
     if run.status != "ok" or run.overruns or run.modified_inputs:

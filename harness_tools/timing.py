@@ -30,6 +30,7 @@ class TimingPlan(BaseModel):
 
 
 class TimingStats(BaseModel):
+    clock: str = Field("cuda-events", description="what measured: cuda-events, or cpu-wall-clock on the cpu backend")
     median_ms: float
     min_ms: float
     max_ms: float
@@ -65,13 +66,14 @@ def measure(timer: DeviceTimer, plan: TimingPlan) -> list[float]:
     return timer.elapsed_ms(plan.reps)
 
 
-def summarize(samples_ms: Sequence[float]) -> TimingStats:
+def summarize(samples_ms: Sequence[float], clock: str = "cuda-events") -> TimingStats:
     if not samples_ms:
         raise ValueError("no timing samples")
     data = sorted(float(s) for s in samples_ms)
     mean = statistics.fmean(data)
     stdev = statistics.pstdev(data) if len(data) > 1 else 0.0
     return TimingStats(
+        clock=clock,
         median_ms=statistics.median(data),
         min_ms=data[0],
         max_ms=data[-1],

@@ -24,3 +24,13 @@ def cuda_backend():
     backend = create_backend("cuda")
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="session")
+def cpu_backend():
+    """The cpu backend's worker, shared by the tests that run kernels on the CPU."""
+    from harness_tools.backends import create_backend
+
+    backend = create_backend("cpu")
+    yield backend
+    backend.close()

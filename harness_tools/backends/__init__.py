@@ -31,7 +31,10 @@ class ExecutionBackend(Protocol):
     def close(self) -> None: ...
 
 
-_REGISTRY: dict[str, str] = {"cuda": "harness_tools.backends.cuda:CudaBackend"}
+_REGISTRY: dict[str, str] = {
+    "cuda": "harness_tools.backends.cuda:CudaBackend",
+    "cpu": "harness_tools.backends.cpu:CpuBackend",
+}
 
 
 def register(name: str, target: str) -> None:

@@ -1,0 +1,148 @@
+"""g++ builds for the cpu backend: the runtime library once per machine, each kernel once per source.
+
+Both are cached by content hash under ``$CUDAOPT_CACHE_DIR/cpu`` (default ``~/.cache/cudaopt/cpu``),
+so a kernel seen before loads in milliseconds. Builds write to a temporary name and rename, so two
+workers building the same kernel never see a half-written library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BackendUnavailable
+from ..execution import ArgSpec
+from ..include_guard import NOOP_HEADERS
+from .cpu_translate import launcher, rewrite_dynamic_shared
+
+RUNTIME_DIR = Path(__file__).parent / "cpu_runtime"
+RUNTIME_SOURCES = ("cudaopt_cpu_runtime.cpp",)
+KERNEL_FLAGS = ["-O2", "-std=c++17", "-fPIC", "-shared", "-pthread", "-march=native", "-fno-strict-aliasing",
+                "-Wno-unknown-pragmas", "-w"]
+BUILD_TIMEOUT_S = 180
+LOG_CAP_CHARS = 6000
+
+
+@dataclass
+class KernelBuild:
+    ok: bool
+    path: Path | None
+    log: str
+    build_ms: float
+    cached: bool
+
+
+def cache_root() -> Path:
+    root = Path(os.environ.get("CUDAOPT_CACHE_DIR") or Path.home() / ".cache" / "cudaopt") / "cpu"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def compiler() -> tuple[str, str]:
+    """(path, version line) of the C++ compiler; g++ 12 or newer is required."""
+    cxx = shutil.which(os.environ.get("CXX", "g++"))
+    if not cxx:
+        raise BackendUnavailable("the cpu backend needs g++ (12 or newer) on PATH; install it, e.g. apt install g++")
+    version = subprocess.run([cxx, "-dumpfullversion", "-dumpversion"], capture_output=True, text=True).stdout.strip()
+    major = int(re.match(r"\d+", version).group(0)) if re.match(r"\d+", version) else 0
+    if major < 12:
+        raise BackendUnavailable(f"the cpu backend needs g++ 12 or newer, found {cxx} {version}")
+    return cxx, f"{cxx} {version}"
+
+
+def _machine_key() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        model = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "")
+    except OSError:
+        model = ""
+    return f"{cpu}|{model}|{compiler()[1]}"
+
+
+def _runtime_hash() -> str:
+    digest = hashlib.sha256(_machine_key().encode())
+    for path in sorted(RUNTIME_DIR.iterdir()):
+        if path.suffix in (".h", ".cpp", ".S"):
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def runtime_library() -> Path:
+    """Build (once) and return libcudaopt_cpu.so."""
+    target = cache_root() / f"runtime-{_runtime_hash()}" / "libcudaopt_cpu.so"
+    if target.is_file():
+        return target
+    cxx, _ = compiler()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{os.getpid()}.libcudaopt_cpu.so")
+    sources = [str(RUNTIME_DIR / s) for s in RUNTIME_SOURCES]
+    cmd = [cxx, "-O2", "-g", "-std=c++17", "-fPIC", "-shared", "-pthread", f"-I{RUNTIME_DIR}", *sources, "-o", str(tmp)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    if out.returncode != 0:
+        raise BackendUnavailable(f"building the cpu runtime failed:\n{out.stderr[-4000:]}")
+    os.replace(tmp, target)
+    return target
+
+
+def stub_include_dir() -> Path:
+    """Empty versions of the CUDA headers a kernel may include (NVRTC needs none of them either)."""
+    folder = cache_root() / "stub-include"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in NOOP_HEADERS:
+        path = folder / name
+        if not path.exists():
+            path.write_text("#pragma once\n")
+    return folder
+
+
+def build_kernel(source: str, kernel_name: str, args: list[ArgSpec], defines: dict[str, str],
+                 options: list[str]) -> KernelBuild:
+    """Compile one candidate into a shared object exporting ``cudaopt_launch``; a g++ error is data."""
+    library = runtime_library()
+    unit = '#line 1 "kernel.cu"\n' + rewrite_dynamic_shared(source) + launcher(kernel_name, args)
+    flags = list(KERNEL_FLAGS)
+    if any(o.lstrip("-") == "use_fast_math" for o in options):
+        flags.append("-ffast-math")
+    flags += [f"-D{k}={v}" for k, v in sorted(defines.items())]
+    key = hashlib.sha256("\0".join([unit, *flags, library.parent.name]).encode()).hexdigest()[:24]
+    target = cache_root() / "kernels" / f"{key}.so"
+    if target.is_file():
+        return KernelBuild(True, target, "", 0.0, True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    cxx, _ = compiler()
+    with tempfile.TemporaryDirectory(prefix="cudaopt-cpu-") as tmp:
+        cpp = Path(tmp) / "kernel.cpp"
+        cpp.write_text(unit)
+        built = Path(tmp) / "kernel.so"
+        cmd = [cxx, *flags, "-include", "cudaopt_cpu.h", f"-I{stub_include_dir()}", f"-I{RUNTIME_DIR}", str(cpp),
+               f"-L{library.parent}", "-lcudaopt_cpu", f"-Wl,-rpath,{library.parent}", "-o", str(built)]
+        start = time.perf_counter()
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=tmp)
+        except subprocess.TimeoutExpired:
+            return KernelBuild(False, None, f"g++ did not finish within {BUILD_TIMEOUT_S} s", BUILD_TIMEOUT_S * 1e3, False)
+        elapsed = (time.perf_counter() - start) * 1e3
+        if out.returncode != 0:
+            return KernelBuild(False, None, _cap(_kernel_lines(out.stderr, tmp)), elapsed, False)
+        tmp_target = target.with_name(f".{os.getpid()}.{target.name}")
+        shutil.copyfile(built, tmp_target)
+        os.replace(tmp_target, target)
+    return KernelBuild(True, target, "", elapsed, False)
+
+
+def _kernel_lines(stderr: str, tmp: str) -> str:
+    """g++'s diagnostics, with our temporary paths and the runtime's location shortened."""
+    text = stderr.replace(tmp + "/", "").replace(str(RUNTIME_DIR) + "/", "")
+    return text.strip()
+
+
+def _cap(text: str) -> str:
+    return text if len(text) <= LOG_CAP_CHARS else text[: LOG_CAP_CHARS - 100] + "\n… [log truncated]"
