@@ -24,7 +24,6 @@ from ..include_guard import NOOP_HEADERS
 from .cpu_translate import launcher, rewrite_dynamic_shared
 
 RUNTIME_DIR = Path(__file__).parent / "cpu_runtime"
-RUNTIME_SOURCES = ("cudaopt_cpu_runtime.cpp",)
 KERNEL_FLAGS = ["-O2", "-std=c++17", "-fPIC", "-shared", "-pthread", "-march=native", "-fno-strict-aliasing",
                 "-Wno-unknown-pragmas", "-w"]
 BUILD_TIMEOUT_S = 180
@@ -83,7 +82,7 @@ def runtime_library() -> Path:
     cxx, _ = compiler()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{os.getpid()}.libcudaopt_cpu.so")
-    sources = [str(RUNTIME_DIR / s) for s in RUNTIME_SOURCES]
+    sources = [str(p) for p in sorted(RUNTIME_DIR.glob("*.cpp")) + sorted(RUNTIME_DIR.glob("*.S"))]
     cmd = [cxx, "-O2", "-g", "-std=c++17", "-fPIC", "-shared", "-pthread", f"-I{RUNTIME_DIR}", *sources, "-o", str(tmp)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
     if out.returncode != 0:

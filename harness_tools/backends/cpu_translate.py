@@ -44,7 +44,7 @@ _UNSUPPORTED: list[tuple[re.Pattern[str], str]] = [
 
 _FIBER_NAMES = re.compile(
     r"\b(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot_sync|__any_sync|__all_sync|__activemask|"
-    r"__match_any_sync|__match_all_sync|__reduce_\w+_sync)\b"
+    r"__match_any_sync|__match_all_sync|__reduce_\w+_sync|__uni_sync|__nanosleep)\b"
 )
 
 _DYNAMIC_SHARED = re.compile(
@@ -112,15 +112,25 @@ def _brace_delta(chunk: str) -> int:
 
 
 def launcher(kernel_name: str, args: list[ArgSpec]) -> str:
-    """The extern "C" entry point the executor calls: unpacks void** args into the kernel's parameters."""
+    """The extern "C" entry point the executor calls: unpacks void** args into the kernel's parameters.
+
+    Pointers go through a proxy that converts to whatever pointer type the kernel declares (``int64_t*``
+    is ``long*`` to g++ but ``long long*`` to NVRTC); scalars are passed as the task's dtype.
+    """
+    # Every name here is reserved (double underscore): a candidate's macros (T, a, p, ...) cannot clash.
     unpacked = []
     for i, arg in enumerate(args):
         ctype = _CTYPES[arg.dtype]
-        unpacked.append(f"*({ctype}**)a[{i}]" if arg.kind == "buffer" else f"*({ctype}*)a[{i}]")
+        unpacked.append(f"__cudaopt_pointer{{*(void**)__a[{i}]}}" if arg.kind == "buffer"
+                        else f"*({ctype}*)__a[{i}]")
     call = f"{kernel_name}({', '.join(unpacked)});"
     return (
         "\n#line 1 \"cudaopt_launcher\"\n"
-        'extern "C" int cudaopt_launch(const cudaopt_launch_config* c, void** args) {\n'
-        f"    return cudaopt_run_grid(c, [](void** a) {{ {call} }}, args);\n"
+        "struct __cudaopt_pointer {\n"
+        "    void* __p;\n"
+        "    template <class __CudaoptT> operator __CudaoptT*() const { return static_cast<__CudaoptT*>(__p); }\n"
+        "};\n"
+        'extern "C" int cudaopt_launch(const cudaopt_launch_config* __c, void** __args) {\n'
+        f"    return cudaopt_run_grid(__c, [](void** __a) {{ {call} }}, __args);\n"
         "}\n"
     )

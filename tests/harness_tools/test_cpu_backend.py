@@ -263,3 +263,39 @@ def test_cpu_and_gpu_give_matching_results(cpu_backend, cuda_backend, tmp_path, 
             gpu = np.load(outputs["cuda"] / case.name / "out" / f"{buf.name}.npy")
             agreement = compare(buf.name, cpu, gpu.astype(np.float64), task.spec.tolerance[buf.dtype], case.sizes)
             assert agreement.passed, (case.name, agreement)
+
+
+VOTES = """
+extern "C" __global__ void votes(float* out, int n) {
+    int i = threadIdx.x;
+    int lane = i % 32;
+    int all = __all_sync(0xffffffffu, 1);
+    unsigned low = __ballot_sync(0xffffffffu, lane < 3);
+    int uni = __uni_sync(0xffffffffu, 1);
+    if (i < n) out[i] = all + 2 * (low == 7u) + 4 * uni;
+}
+"""
+
+
+def test_votes_in_a_partial_last_warp_count_only_existing_lanes(cpu_backend, tmp_path):
+    import json
+
+    from harness_tools.spec import load_task
+
+    (tmp_path / "votes.cu").write_text(VOTES)
+    (tmp_path / "reference.py").write_text(
+        "import numpy as np\n"
+        "def reference(inputs, sizes):\n"
+        "    return {'out': np.full(sizes['n'], 7.0)}\n")
+    (tmp_path / "task.json").write_text(json.dumps({
+        "name": "votes", "description": "warp votes", "kernel_name": "votes", "sizes": ["n"],
+        "params": [{"kind": "buffer", "name": "out", "dtype": "float32", "shape": ["n"], "role": "out"},
+                   {"kind": "scalar", "name": "n", "dtype": "int32", "value": "n"}],
+        "cases": [{"name": "partial_48", "role": "validation", "sizes": {"n": 48}},
+                  {"name": "partial_100", "role": "validation", "sizes": {"n": 100}}],
+        "reference": {"kind": "numpy"}, "tolerance": {"float32": {}},
+        "baseline": {"source": "votes.cu", "launch": {"grid": [1], "block": ["n"]}},
+    }))
+    task = load_task(tmp_path)
+    result = evaluate(task, candidates.baseline(task), cpu_backend, VALIDATION)
+    assert result.correct, result.failure

@@ -32,7 +32,10 @@ struct ThreadContext {
     void* dynamic_shared;      /* this block's extern __shared__ memory (16-byte aligned, poisoned 0xFF) */
 };
 
-ThreadContext* current();
+/* pure lets g++ reuse the pointer between synchronisation calls (threadIdx in a loop costs no call);
+ * this is sound because the running fiber changes only inside syncthreads/warp_exchange/syncwarp,
+ * which g++ must assume write memory. */
+ThreadContext* current() __attribute__((pure));
 
 /* Block barrier. op: 0 plain (returns 0), 1 count, 2 and, 3 or (returns the reduction of pred over
  * the block's threads). Every live thread of the block must arrive at the same call (same line). */
@@ -40,8 +43,10 @@ int syncthreads(int line, int op, int pred);
 
 /* Warp rendezvous at one program point. Every lane named in `mask` (which must include the caller)
  * calls this; it returns once all of them have arrived, with a pointer to 32 slots holding the value
- * each lane deposited (slots of lanes outside mask are unspecified). The pointer stays valid until the
- * caller's next warp operation. `what` names the operation for messages (e.g. "__shfl_xor_sync"). */
+ * each lane deposited (slots of lanes outside mask are unspecified; lanes named in mask that do not
+ * exist, past the end of a partial last warp, are ignored and their slots hold 0). The pointer stays
+ * valid until the caller's next warp operation. `what` names the operation for messages (e.g.
+ * "__shfl_xor_sync"). */
 const unsigned long long* warp_exchange(unsigned int mask, unsigned long long value, int line, const char* what);
 
 /* Warp barrier without data (__syncwarp). */
