@@ -57,9 +57,12 @@ def main() -> int:
               f"{load:>13.2f}{ok}")
 
     print(f"\n## Run time of one launch (CPU wall clock, median of {args.reps})")
+    small_tiles = candidates.tuned(sgemm, {"BM": 32, "BN": 32, "BK": 8, "TM": 2, "TN": 2})
     runs = [
         (sgemm, tiled, "tiled 64x64, 2 barriers/slice", Case(name="sgemm_512", role="performance",
                                                           sizes={"M": 512, "N": 512, "K": 512}), 2.0),
+        (sgemm, small_tiles, "tiled 32x32 (TM=TN=2), BK=8", Case(name="sgemm_512", role="performance",
+                                                              sizes={"M": 512, "N": 512, "K": 512}), 2.0),
         (reduce, shuffle, "shuffles + shared + atomicAdd", Case(name="reduce_1M", role="performance",
                                                                  sizes={"n": 1 << 20}), 0.2),
         (reduce, candidates.baseline(reduce), "baseline: shared tree + atomicAdd",
