@@ -59,7 +59,8 @@ class Worker:
         # re-imported, so the engine works from scripts without a main guard, notebooks and REPLs.
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
-        command = [sys.executable, "-m", "harness_tools.worker", self.executor, str(self.device),
+        # -P: do not put the current directory first on sys.path; the child imports this very engine.
+        command = [sys.executable, "-P", "-m", "harness_tools.worker", self.executor, str(self.device),
                    str(to_child_r), str(to_parent_w)]
         stderr_fd = sys.stderr.fileno() if _has_fileno(sys.stderr) else None
         # The child's stdout (kernel printf) goes to our stderr: stdout may carry a protocol.

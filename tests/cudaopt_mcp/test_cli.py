@@ -88,3 +88,30 @@ def test_eval_of_a_wrong_kernel_exits_1(tmp_path):
     out = cudaopt("eval", "transpose", "--kernel", str(kernel), "--only", "validation")
     assert out.returncode == 1
     assert "NOT CORRECT" in out.stdout and "mismatch" in out.stdout
+
+
+@pytest.mark.skipif(gpu_present(), reason="checks the fallback on machines without a GPU")
+def test_without_a_gpu_eval_falls_back_to_the_cpu_backend(tmp_path):
+    out = cudaopt("eval", "transpose", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "no GPU found; using the cpu backend" in out.stderr
+    data = json.loads(out.stdout)
+    assert data["backend"] == "cpu" and data["correct"] is True
+    assert {c["role"] for c in data["cases"]} == {"validation"}
+
+
+def test_cpu_eval_table_labels_cpu_timings(tmp_path):
+    out = cudaopt("eval", "reduce_sum", "--backend", "cpu", "--only", "validation", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "CPU wall clock" in out.stdout and "CORRECT" in out.stdout
+
+
+def test_cpu_eval_of_a_kernel_with_a_divergent_barrier_exits_1(tmp_path):
+    kernel = tmp_path / "div.cu"
+    kernel.write_text('extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {\n'
+                      "  if (threadIdx.x < 3) __syncthreads();\n"
+                      "  int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;\n"
+                      "  if (r < rows && c < cols) out[c * rows + r] = in[r * cols + c];\n}\n")
+    out = cudaopt("eval", "transpose", "--backend", "cpu", "--kernel", str(kernel), cwd=tmp_path)
+    assert out.returncode == 1
+    assert "kernel.cu(2)" in out.stdout and "__syncthreads" in out.stdout

@@ -14,6 +14,16 @@ from harness_tools.worker import Worker, WorkerDied, WorkerTimeout
 ECHO = "tests.harness_tools.echo_executor:EchoExecutor"
 
 
+@pytest.fixture(autouse=True)
+def tests_importable_in_the_child(monkeypatch):
+    """The echo executor lives in tests/: the child finds it through PYTHONPATH."""
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+
+
 @pytest.fixture
 def worker():
     w = Worker(ECHO, device=0)
