@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-flush", action="store_true", help="do not flush L2 between timed launches")
     ev.add_argument("--timeout", type=float, default=120.0, help="seconds per case before the worker is killed")
     ev.add_argument("--only", choices=["validation", "performance"], help="run only cases of this role")
+    ev.add_argument("--race-check", action="store_true",
+                    help="cpu backend: run each passing validation case once more under ThreadSanitizer (CUDA threads "
+                         "as fibers; only barriers, warp operations and atomics order them) and fail it on a data race")
     ev.add_argument("--keep", type=Path, metavar="DIR",
                     help="keep artifacts here: kernel source, full compile log, outputs, result.json")
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -100,6 +103,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         timing=TimingPlan(warmup=warmup, reps=reps, flush_l2=not args.no_flush),
         roles=roles,
         outputs_dir=str(args.keep / "outputs") if args.keep else None,
+        race_check=args.race_check,
     )
     backend = create_backend(backend_name)
     try:

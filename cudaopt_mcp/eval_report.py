@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from harness_tools.evaluate import EvaluationResult
+from harness_tools.execution import Access
+
+RACES_SHOWN = 5
 
 
 def eval_table(result: EvaluationResult) -> str:
@@ -34,6 +37,7 @@ def eval_table(result: EvaluationResult) -> str:
         for case in result.cases:
             if not case.passed and case.message:
                 lines.append(f"  {case.name}: {case.message}")
+        lines += _race_lines(result)
     lines.append("")
     if result.correct:
         clock = "CPU " if cpu else ""
@@ -43,6 +47,31 @@ def eval_table(result: EvaluationResult) -> str:
     else:
         lines.append(f"NOT CORRECT · {result.failure}")
     return "\n".join(lines)
+
+
+def _race_lines(result: EvaluationResult) -> list[str]:
+    """The race check's verdict, and each race with the threads involved."""
+    checked = [c for c in result.cases if c.races is not None]
+    if not checked:
+        return []
+    clean = sum(c.races.status == "clean" for c in checked)
+    lines = ["", f"race check (ThreadSanitizer, CUDA threads as fibers): {clean} of {len(checked)} validation cases clean"]
+    for case in checked:
+        for race in case.races.races[:RACES_SHOWN]:
+            a = race.first
+            memory = f"{a.memory} memory" + (f" `{a.variable}`" if a.variable else "")
+            lines.append(f"  {case.name}: {memory}: {_access(a)} vs {_access(race.second)} "
+                         f"({race.count} report{'s' if race.count != 1 else ''})")
+        if len(case.races.races) > RACES_SHOWN:
+            lines.append(f"  {case.name}: and {len(case.races.races) - RACES_SHOWN} more races")
+    return lines
+
+
+def _access(a: Access) -> str:
+    where = f"kernel.cu({a.line})" if a.line is not None else "unknown line"
+    who = (f" by block ({','.join(map(str, a.block))})" if a.block else "") + \
+          (f" thread ({','.join(map(str, a.thread))})" if a.thread else "")
+    return f"{'atomic ' if a.atomic else ''}{a.kind} at {where}{who}"
 
 
 def _num(value: float | None, fmt: str = ".2e") -> str:

@@ -170,6 +170,20 @@ class RunStore:
                 continue  # a line torn by a crash mid-append: everything before it stands
         return events[-limit:] if limit else events
 
+    def find_candidate(self, run_id: str, digest: str) -> str | None:
+        """The id of the candidate whose ``candidate.json`` records this content hash, if any."""
+        for candidate_id in self.candidate_ids(run_id):
+            meta = self.read_json(run_id, candidate_id, "candidate.json")
+            if meta and meta.get("digest") == digest:
+                return candidate_id
+        return None
+
+    def run_file(self, run_id: str, name: str) -> Path:
+        """A file directly in the run folder (``baseline.json``, ...); the name is validated."""
+        if not ARTIFACT.match(name or "") or ".." in name:
+            raise RunError(f"invalid file name {name!r}")
+        return self._run_dir(run_id) / name
+
     def best(self, run_id: str) -> BestRecord | None:
         path = self._run_dir(run_id) / "best.json"
         return BestRecord.model_validate_json(path.read_text()) if path.is_file() else None

@@ -4,6 +4,8 @@ Validation cases only decide correctness; performance cases are checked too, and
 is the geometric mean of the performance cases' median latencies, and exists only when every case
 passed. After a crash, a timeout or a sticky CUDA error the remaining cases are skipped (a hung
 kernel would otherwise cost one timeout per case); after any failure, later cases are still checked but no longer timed.
+With ``race_check`` on, every validation case that passed is run once more under the backend's race
+check (the cpu backend's ThreadSanitizer run); a data race fails the case with status ``race``.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from .backends import ExecutionBackend
 from .candidate import Candidate
 from .compile import CompileResult, compile_candidate, nvrtc_version
 from .environment import Environment, read_clocks
-from .errors import CandidateError
-from .execution import ArgSpec, CaseRequest, CaseRun
+from .errors import BackendError, CandidateError
+from .execution import ArgSpec, CaseRequest, CaseRun, RaceReport
 from .expressions import evaluate as evaluate_expression
 from .inputs import draw_inputs, fresh_seed, scalar_arguments
 from .reference import expected_outputs, stored_inputs
@@ -30,7 +32,7 @@ from .spec import Case, ScalarParam, Task
 from .timing import TimingPlan, TimingStats, geomean
 from .verify import OutputComparison, compare
 
-CaseStatus = Literal["passed", "mismatch", "run_error", "corrupted", "skipped"]
+CaseStatus = Literal["passed", "mismatch", "run_error", "corrupted", "race", "skipped"]
 
 
 class EvaluationConfig(BaseModel):
@@ -39,6 +41,8 @@ class EvaluationConfig(BaseModel):
     roles: list[Literal["validation", "performance"]] = ["validation", "performance"]
     timeout_s: float = Field(120.0, gt=0, description="per case: one checked launch plus its timing")
     outputs_dir: str | None = Field(None, description="keep kernel outputs here (else a scratch dir is removed)")
+    race_check: bool = Field(False, description="run each passing validation case once more under the backend's "
+                                                "race check; a data race fails the case (cpu backend only for now)")
 
 
 class CaseResult(BaseModel):
@@ -56,6 +60,7 @@ class CaseResult(BaseModel):
     median_ms: float | None = None
     tflops: float | None = None
     gbps: float | None = None
+    races: RaceReport | None = Field(None, description="the race check's report, when one ran")
 
 
 class Overhead(BaseModel):
@@ -68,6 +73,7 @@ class Overhead(BaseModel):
     validate_ms: float = 0.0
     time_ms: float = 0.0
     compare_ms: float = 0.0
+    race_ms: float = 0.0
     total_ms: float = 0.0
 
 
@@ -88,6 +94,9 @@ class EvaluationResult(BaseModel):
 def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
              config: EvaluationConfig | None = None) -> EvaluationResult:
     config = config or EvaluationConfig()
+    if config.race_check and not hasattr(backend, "race_check"):
+        raise BackendError(f"the {backend.name} backend has no race check yet (compute-sanitizer support comes "
+                           "later); use the cpu backend for race checks")
     seed = config.seed if config.seed is not None else fresh_seed()
     started = time.perf_counter()
     overhead = Overhead()
@@ -164,10 +173,24 @@ class _CaseRunner:
         self.overhead.validate_ms += run.run_ms
         self.overhead.time_ms += run.time_ms
         result = self._judge(case, run, expected)
+        if self.config.race_check and case.role == "validation" and result.passed:
+            self._race_check(request, result)
         self.any_failed |= not result.passed
         if run.status in ("crashed", "timeout") or run.worker_restarted:
             self.stop_reason = f"not run: case {case.name} ended with {run.error or run.status}"
         return result
+
+    def _race_check(self, request: CaseRequest, result: CaseResult) -> None:
+        """A race fails the case; so does a check that could not run (race-freedom was asked for)."""
+        t0 = time.perf_counter()
+        report = self.backend.race_check(request, self.config.timeout_s)  # type: ignore[attr-defined]
+        self.overhead.race_ms += (time.perf_counter() - t0) * 1e3
+        result.races = report
+        if report.status == "races":
+            result.status, result.passed, result.message = "race", False, report.message
+        elif report.status == "error":
+            result.status, result.passed = "run_error", False
+            result.message = f"race check could not run: {report.message}"
 
     def _judge(self, case: Case, run: CaseRun, expected: dict[str, np.ndarray]) -> CaseResult:
         result = CaseResult(name=case.name, role=case.role, sizes=case.sizes, status="run_error", passed=False, run=run)

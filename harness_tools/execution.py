@@ -65,3 +65,36 @@ class DeviceInfo(BaseModel):
     max_shared_per_block_optin: int | None = None
     driver_version: str | None = None
     bindings_version: str | None = None
+
+
+class Access(BaseModel):
+    """One side of a data race, as the race check saw it."""
+
+    line: int | None = Field(None, description="kernel.cu line of the innermost kernel frame (None: unknown)")
+    kind: Literal["read", "write"]
+    atomic: bool = False
+    size: int = Field(0, description="bytes accessed")
+    memory: Literal["shared", "global", "local", "unknown"] = "unknown"
+    variable: str | None = Field(None, description="buffer argument, __shared__ or __device__ variable")
+    offset: int | None = Field(None, description="byte offset of the access within `variable`")
+    thread: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = Field(None, description="None where it cannot be known for sure")
+
+
+class Race(BaseModel):
+    """Two accesses from different CUDA threads, at least one a write, with no barrier or warp
+    operation (or atomic) ordering them. ``first`` is the one with the lower line."""
+
+    first: Access
+    second: Access
+    count: int = Field(1, description="race reports with this pair of lines on this memory")
+
+
+class RaceReport(BaseModel):
+    status: Literal["clean", "races", "error"]
+    races: list[Race] = Field(default_factory=list)
+    message: str | None = None
+    log_excerpt: str | None = Field(None, description="the sanitizer's output, capped")
+    build_ms: float = 0.0
+    run_ms: float = 0.0
+    cached: bool = False

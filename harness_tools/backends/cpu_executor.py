@@ -81,6 +81,13 @@ class CpuExecutor:
                 for buf in buffers.values():
                     self.runtime.cudaopt_buffer_free(ctypes.byref(buf))
 
+    def race_check(self, payload: dict) -> dict:
+        """One launch of the case under ThreadSanitizer, in a separate executable (see cpu_racecheck)."""
+        from .cpu_racecheck import race_check  # only race checks need it
+
+        request = CaseRequest.model_validate(payload["request"])
+        return race_check(request, float(payload["timeout_s"])).model_dump()
+
     def _run(self, request: CaseRequest, launch, buffers: dict[str, Buffer], load_ms: float) -> CaseRun:
         table = (Buffer * max(1, len(buffers)))(*buffers.values())
         error = ctypes.create_string_buffer(4096)

@@ -63,6 +63,7 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
 #else
     (void)uctx;
 #endif
+    if (w->fibers) tsan_to_main(w);  /* race checks: the jump lands in the block runner's TSan state */
     siglongjmp(w->jmp, 1);
 }
 

@@ -153,6 +153,7 @@ inline void enter(Worker* w, Context* from, Fiber* to) {
         to->fresh = false;
         ctx_make(w, &to->context, to->stack + kStackGuard, kFiberStack - stack_skew(to->ctx.linear_tid));
     }
+    tsan_enter(to);  /* race checks: TSan follows the switch, with no happens-before */
     ctx_switch(from, &to->context);
 }
 
@@ -322,7 +323,10 @@ void release_row(Warp& wp, unsigned lane) {
     int row = wp.lane_buf[lane];
     if (row < 0) return;
     wp.lane_buf[lane] = -1;
-    if (--wp.refs[row] == 0) wp.free_rows[wp.free_top++] = static_cast<uint8_t>(row);
+    if (--wp.refs[row] == 0) {
+        tsan_row_freed(wp, row);  /* every participant has acquired it: the next group gets a fresh one */
+        wp.free_rows[wp.free_top++] = static_cast<uint8_t>(row);
+    }
 }
 
 [[noreturn]] void fiber_exited(Worker* w, Fiber* f) {
@@ -348,9 +352,11 @@ void release_row(Warp& wp, unsigned lane) {
 void fiber_entry() {
     Worker* w = tls_worker;
     Fiber* f = w->cur;
+    tsan_fiber_start(w);
     w->in_kernel = 1;
     g_launch.body(g_launch.args);
     w->in_kernel = 0;
+    tsan_fiber_exit(w);
     fiber_exited(w, f);
 }
 
@@ -406,6 +412,7 @@ int warp_arrive(Worker* w, unsigned mask, unsigned long long value, int line, co
         wp.refs[row] = static_cast<uint8_t>(__builtin_popcount(m));
         g = &wp.groups[wp.ngroups++];
         *g = WarpGroup{m, 0, line, what, is_sync, row};
+        tsan_row_taken(wp, row);
         for (unsigned ghost = mask & ~wp.existing; ghost; ghost &= ghost - 1)  /* lanes past the block: 0 */
             wp.rows[row][__builtin_ctz(ghost)] = 0;
     }
@@ -413,11 +420,14 @@ int warp_arrive(Worker* w, unsigned mask, unsigned long long value, int line, co
     g->arrived |= bit;
     wp.rows[row][lane] = value;
     wp.lane_buf[lane] = static_cast<int8_t>(row);
+    tsan_warp_arrive(wp, row);  /* race checks: the participants of a warp operation synchronise */
     if (g->arrived != g->mask) {
         f->state = kAtWarp;
         wait_turn(w, f);
+        tsan_warp_depart(wp, row);
         return row;
     }
+    tsan_warp_depart(wp, row);
     /* complete: the others become runnable in lane order, the group is dropped */
     unsigned others = g->arrived & ~bit;
     Fiber* base = &w->fiber[warp * 32];
@@ -461,6 +471,7 @@ void leave_block(Worker* w) {
     w->in_kernel = 0;
     w->cur = nullptr;
     tls_ctx = nullptr;
+    tsan_to_main(w);
     ctx_switch(&w->scratch, &w->main);
     __builtin_unreachable();
 }
@@ -512,9 +523,11 @@ bool run_block_fibers(Worker* w, Index3 block_idx) {
         }
     }
     w->block_failed = false;
+    tsan_begin_block(w);
     enter(w, &w->main, q_pop(w));  /* back here when the block is over or abandoned */
     w->cur = nullptr;
     tls_ctx = nullptr;
+    tsan_end_block(w);
     return !w->block_failed;
 }
 
@@ -545,12 +558,16 @@ int syncthreads(int line, int op, int pred) {
     s.acc_or |= p;
     f->line = line;
     f->barrier_op = static_cast<uint8_t>(op);
+    /* race checks: every arrival releases on this generation's object, every departure acquires it
+     * (two objects by parity: the last arriver may reach the next barrier before the others depart) */
+    tsan_barrier_arrive(w);
     int result;
     if (++s.n_barrier < s.n_live) {
         f->state = kAtBarrier;
         f->barrier_gen = s.gen;
         wait_turn(w, f);
         result = s.result[f->barrier_gen & 1];
+        tsan_barrier_depart(w, f);
     } else {
         if (s.n_exited || s.lines_differ) {
             f->state = kAtBarrier;  /* counted in the report */
@@ -558,6 +575,7 @@ int syncthreads(int line, int op, int pred) {
         }
         result = op == 1 ? s.acc_count : op == 2 ? s.acc_and : op == 3 ? s.acc_or : 0;
         s.result[s.gen & 1] = result;
+        tsan_barrier_last(w);
         ++s.gen;
         s.n_barrier = 0;
         /* every other live thread waits here: all of them become runnable, in thread order */

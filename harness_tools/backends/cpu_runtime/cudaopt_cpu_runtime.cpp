@@ -88,12 +88,14 @@ pthread_mutex_t g_error_lock = PTHREAD_MUTEX_INITIALIZER;
 }
 
 void record_error(int status, const char* text) {
+    tsan_ignore_accesses(true);
     pthread_mutex_lock(&g_error_lock);
     if (g_launch.status == CUDAOPT_OK) {
         g_launch.status = status;
         snprintf(g_launch.error, sizeof g_launch.error, "%s", text);
     }
     pthread_mutex_unlock(&g_error_lock);
+    tsan_ignore_accesses(false);
     g_launch.cancel.store(1, std::memory_order_relaxed);
 }
 
@@ -140,11 +142,17 @@ void run_blocks(Worker* w) {
     const unsigned long long gxy = static_cast<unsigned long long>(L.grid.x) * L.grid.y;
     for (;;) {
         if (L.cancel.load(std::memory_order_relaxed)) return;
+#ifdef CUDAOPT_TSAN
+        unsigned long long b = tsan_next_block(w);
+#else
         unsigned long long b = L.next_block.fetch_add(1, std::memory_order_relaxed);
+#endif
         if (b >= L.total_blocks) return;
         Index3 idx{static_cast<unsigned>(b % L.grid.x), static_cast<unsigned>(b / L.grid.x % L.grid.y),
                    static_cast<unsigned>(b / gxy)};
+        tsan_block_start(w);
         memset(w->shared, 0xFF, L.dynamic_shared);  /* shared memory starts as garbage on a GPU */
+        tsan_block_filled(w);
         if (!(L.fibers ? run_block_fibers(w, idx) : run_block_flat(w, idx))) return;
     }
 }
@@ -153,6 +161,7 @@ void run_blocks(Worker* w) {
  * siglongjmp back here; fault_sig tells them apart. */
 void run_launch(Worker* w) {
     w->fault_sig = 0;
+    tsan_launch_start(w);
     reset_fpu(w);  /* a previous kernel may have changed rounding or flush-to-zero */
     w->fibers = g_launch.fibers;
     w->shared = w->shared_end - round_up(g_launch.dynamic_shared, 16);
@@ -186,6 +195,7 @@ void* worker_main(void* arg) {
     Worker* w = static_cast<Worker*>(arg);
     tls_worker = w;
     install_alt_stack();
+    tsan_attach_worker(w);
     sigset_t faults;  /* created with everything blocked: only synchronous faults come here */
     sigemptyset(&faults);
     for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) sigaddset(&faults, sig);
@@ -275,6 +285,10 @@ bool validate(const cudaopt_launch_config* c, cudaopt_thread_body body, Message&
     if (c->os_threads < 1) return why.add("os_threads must be at least 1, got %d", c->os_threads), false;
     if (c->buffer_count < 0 || (c->buffer_count > 0 && !c->buffers))
         return why.add("invalid buffer table (%d buffers)", c->buffer_count), false;
+#ifdef CUDAOPT_TSAN
+    /* without fibers a block is one TSan thread: races between its threads would be invisible */
+    if (!c->use_fibers) return why.add("race-check builds need use_fibers=1"), false;
+#endif
     return true;
 }
 
@@ -320,6 +334,9 @@ int launch_locked(const cudaopt_launch_config* c, cudaopt_thread_body body, void
 
     L.threads = L.block.x * L.block.y * L.block.z;
     if (c->use_fibers) want = fiber_workers(want, L.threads);
+#ifdef CUDAOPT_TSAN
+    L.workers = want;
+#endif
 
     if (!handlers_installed) {
         init_switch();
@@ -399,10 +416,12 @@ int device_printf(const char* format, ...) {
     if (w) w->in_kernel = 0, w->in_printf = 1;  /* a fault inside stdio must not be recovered from */
     va_list ap;
     va_start(ap, format);
+    tsan_ignore_sync(true);  /* race checks: printing must not order the threads that print */
     pthread_mutex_lock(&g_printf_lock);
     int n = vprintf(format, ap);
     fflush(stdout);
     pthread_mutex_unlock(&g_printf_lock);
+    tsan_ignore_sync(false);
     va_end(ap);
     if (w) w->in_printf = 0, w->in_kernel = was_in_kernel;
     return n;

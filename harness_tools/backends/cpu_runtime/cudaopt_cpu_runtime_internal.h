@@ -1,7 +1,8 @@
-/* Shared by the runtime's three sources (not by kernels):
+/* Shared by the runtime's sources (not by kernels):
  *   cudaopt_cpu_runtime.cpp  buffers, thread pool, launch, block runners, small core API
  *   cudaopt_cpu_fibers.cpp   context switch and the block scheduler (barriers, warp rendezvous)
  *   cudaopt_cpu_faults.cpp   SIGSEGV/SIGBUS/SIGFPE/SIGILL handling and fault messages
+ *   cudaopt_cpu_tsan.cpp     race-check builds only (CUDAOPT_TSAN): CUDA threads as TSan fibers
  *
  * One Worker per pool thread owns everything a running block needs, so the hot paths (barrier,
  * warp exchange, switch) touch only the worker and never lock, allocate or make a system call.
@@ -79,6 +80,9 @@ struct Fiber {
     uint8_t barrier_op;
     int line;                  /* barrier line while kAtBarrier */
     unsigned barrier_gen;      /* generation of the barrier it waits at (selects the result slot) */
+#ifdef CUDAOPT_TSAN
+    void* tsan;                /* this CUDA thread's TSan fiber (created per block) */
+#endif
 };
 
 /* Lanes of one warp waiting at one warp operation. Pending groups of a warp have disjoint masks. */
@@ -104,6 +108,9 @@ struct Warp {
     uint8_t refs[32];
     uint8_t free_rows[32];
     unsigned long long rows[32][32];
+#ifdef CUDAOPT_TSAN
+    void* row_sync[32];        /* TSan sync object of the group using each row (fresh per group) */
+#endif
 };
 
 /* Barrier counting and the run queue of the block being run. */
@@ -149,6 +156,13 @@ struct Worker {
     Fiber fiber[kMaxThreads];
     Warp warps[kMaxWarps];
     ucontext_t ucs[kMaxThreads + 2];  /* fallback flavour only: fibers, main, scratch */
+#ifdef CUDAOPT_TSAN
+    void* tsan_main;           /* the pool thread's own TSan state: the block runner's context */
+    char* tsan_block;          /* two sync objects ordering this pool thread's blocks */
+    char* tsan_barrier;        /* two sync objects per block, by barrier generation parity */
+    unsigned long long tsan_taken;     /* blocks taken in this launch */
+    unsigned long long tsan_cursor;    /* next linear block index to consider */
+#endif
 };
 
 /* The launch in progress (one at a time). */
@@ -165,6 +179,9 @@ struct Launch {
     std::atomic<int> cancel;
     int status;                /* first error (guarded by a lock in runtime.cpp) */
     char error[kMessage];
+#ifdef CUDAOPT_TSAN
+    unsigned workers;          /* pool threads taking part: block (x,y,z) runs on (x + y + z) % workers */
+#endif
 };
 
 extern Launch g_launch;
@@ -189,6 +206,83 @@ bool run_block_fibers(Worker* w, Index3 block_idx);    /* false: error or cancel
 void install_fault_handlers();
 void install_alt_stack();
 void report_fault(Worker* w);
+
+/* ---- race-check builds ----
+ * With -DCUDAOPT_TSAN the runtime (itself compiled without -fsanitize=thread, so its own bookkeeping,
+ * touched by every fiber, is never reported) tells ThreadSanitizer about the CUDA execution model: every
+ * CUDA thread is a TSan fiber, switches carry no happens-before, and only barriers and warp operations
+ * (and the kernel's own atomics, which TSan sees directly) order accesses. In default builds every hook
+ * below is an empty inline function, so the scheduler compiles exactly as before. */
+#ifdef CUDAOPT_TSAN
+}  // namespace detail
+}  // namespace rt
+}  // namespace cudaopt
+extern "C" {
+void* __tsan_get_current_fiber(void);
+void* __tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void* fiber);
+void __tsan_switch_to_fiber(void* fiber, unsigned flags);
+void __tsan_set_fiber_name(void* fiber, const char* name);
+void __tsan_acquire(void* addr);
+void __tsan_release(void* addr);
+void AnnotateIgnoreSyncBegin(const char* file, int line);
+void AnnotateIgnoreSyncEnd(const char* file, int line);
+void __tsan_ignore_thread_begin(void);
+void __tsan_ignore_thread_end(void);
+}
+namespace cudaopt {
+namespace rt {
+namespace detail {
+constexpr unsigned kTsanNoSync = 1;                    /* __tsan_switch_to_fiber_no_sync */
+void tsan_attach_worker(Worker* w);                    /* on the pool thread, before its first launch */
+unsigned long long tsan_next_block(Worker* w);         /* deterministic: a checkerboard of the grid */
+inline void tsan_launch_start(Worker* w) { w->tsan_taken = w->tsan_cursor = 0; }
+/* A pool thread's blocks run one after another: each block starts after everything its predecessor did.
+ * Threads release on their block's object when they exit and acquire the previous block's when they
+ * start (two objects by parity, so an early exit in a block never orders its later-starting siblings). */
+inline char* tsan_previous_block(Worker* w) { return w->tsan_block + (w->tsan_taken & 1u); }
+inline char* tsan_this_block(Worker* w) { return w->tsan_block + ((w->tsan_taken + 1) & 1u); }
+inline void tsan_block_start(Worker* w) { __tsan_acquire(tsan_previous_block(w)); }
+inline void tsan_block_filled(Worker* w) { __tsan_release(tsan_previous_block(w)); }
+inline void tsan_fiber_start(Worker* w) { __tsan_acquire(tsan_previous_block(w)); }
+inline void tsan_fiber_exit(Worker* w) { __tsan_release(tsan_this_block(w)); }
+void tsan_begin_block(Worker* w);                      /* name the fibers, fresh barrier objects */
+void tsan_end_block(Worker* w);                        /* drop the sync objects of the block */
+inline void tsan_enter(Fiber* f) { __tsan_switch_to_fiber(f->tsan, kTsanNoSync); }
+inline void tsan_to_main(Worker* w) { __tsan_switch_to_fiber(w->tsan_main, kTsanNoSync); }
+/* barriers: arrivals release on the current generation's object, departures acquire the one they waited at */
+inline void tsan_barrier_arrive(Worker* w) { __tsan_release(w->tsan_barrier + (w->s.gen & 1u)); }
+inline void tsan_barrier_last(Worker* w) { __tsan_acquire(w->tsan_barrier + (w->s.gen & 1u)); }
+inline void tsan_barrier_depart(Worker* w, const Fiber* f) { __tsan_acquire(w->tsan_barrier + (f->barrier_gen & 1u)); }
+/* warp operations: the same on the object of the group's row */
+inline void tsan_warp_arrive(Warp& wp, int row) { __tsan_release(wp.row_sync[row]); }
+inline void tsan_warp_depart(Warp& wp, int row) { __tsan_acquire(wp.row_sync[row]); }
+void tsan_row_taken(Warp& wp, int row);
+void tsan_row_freed(Warp& wp, int row);
+inline void tsan_ignore_sync(bool on) { on ? AnnotateIgnoreSyncBegin(__FILE__, __LINE__) : AnnotateIgnoreSyncEnd(__FILE__, __LINE__); }
+/* the runtime's own writes through intercepted libc calls (snprintf of an error) are not the kernel's */
+inline void tsan_ignore_accesses(bool on) { on ? __tsan_ignore_thread_begin() : __tsan_ignore_thread_end(); }
+#else
+inline void tsan_attach_worker(Worker*) {}
+inline void tsan_launch_start(Worker*) {}
+inline void tsan_block_start(Worker*) {}
+inline void tsan_block_filled(Worker*) {}
+inline void tsan_fiber_start(Worker*) {}
+inline void tsan_fiber_exit(Worker*) {}
+inline void tsan_begin_block(Worker*) {}
+inline void tsan_end_block(Worker*) {}
+inline void tsan_enter(Fiber*) {}
+inline void tsan_to_main(Worker*) {}
+inline void tsan_barrier_arrive(Worker*) {}
+inline void tsan_barrier_last(Worker*) {}
+inline void tsan_barrier_depart(Worker*, const Fiber*) {}
+inline void tsan_warp_arrive(Warp&, int) {}
+inline void tsan_warp_depart(Warp&, int) {}
+inline void tsan_row_taken(Warp&, int) {}
+inline void tsan_row_freed(Warp&, int) {}
+inline void tsan_ignore_sync(bool) {}
+inline void tsan_ignore_accesses(bool) {}
+#endif
 
 }  // namespace detail
 }  // namespace rt

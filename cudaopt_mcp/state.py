@@ -1,0 +1,141 @@
+"""What one MCP server process owns: its configuration, the run store and ONE execution backend.
+
+The backend (and with it the worker process that alone owns a device context) is created lazily on
+the first call that needs it and closed when the server shuts down. Engine calls block, so tools run
+them in worker threads; :attr:`ServerState.engine_lock` makes sure only one thread talks to the
+backend at a time (one worker per GPU), and :meth:`RunStore.locked` serialises calls on one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from harness_tools.backends import ExecutionBackend, available_backends, create_backend
+from harness_tools.errors import BackendError
+from harness_tools.timing import TimingPlan
+
+from .runs import RunStore
+
+log = logging.getLogger("cudaopt.mcp")
+
+Transport = Literal["stdio", "http", "inprocess"]
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """How the server was started. ``transport`` decides what a client may do (see ``trusted_client``)."""
+
+    results_dir: Path = Path("results")
+    backend: str | None = None  # None: cuda when a GPU is present, else cpu
+    transport: Transport = "stdio"
+    task_roots: tuple[Path, ...] = ()  # folders an HTTP client may load task folders from
+    host: str = "127.0.0.1"
+    port: int = 8000
+
+    @property
+    def trusted_client(self) -> bool:
+        """stdio (and in-process) clients are the user; an HTTP client is not (DESIGN.md §7)."""
+        return self.transport != "http"
+
+
+def default_backend_name() -> str:
+    from harness_tools.backends.cuda import gpu_present
+
+    if gpu_present():
+        return "cuda"
+    if "cpu" in available_backends():
+        log.warning("no GPU found; using the cpu backend (CPU timings)")
+        return "cpu"
+    raise BackendError("no NVIDIA GPU found on this machine and no CPU backend is installed")
+
+
+@dataclass
+class ServerState:
+    config: ServerConfig
+    store: RunStore
+    engine_lock: threading.Lock = field(default_factory=threading.Lock)
+    _backend: ExecutionBackend | None = None
+    _backend_name: str | None = None
+    _backend_guard: threading.Lock = field(default_factory=threading.Lock)
+    _active: set[tuple[str, str]] = field(default_factory=set)
+    _active_guard: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def open(cls, config: ServerConfig) -> ServerState:
+        return cls(config=config, store=RunStore(config.results_dir))
+
+    @property
+    def backend_name(self) -> str:
+        """The backend this server evaluates on (decided once, without starting a worker)."""
+        with self._backend_guard:
+            if self._backend_name is None:
+                self._backend_name = self.config.backend or default_backend_name()
+            return self._backend_name
+
+    def backend(self) -> ExecutionBackend:
+        """The one backend of this server, started on first use (raises BackendError when unusable)."""
+        name = self.backend_name
+        with self._backend_guard:
+            if self._backend is None:
+                log.info("starting the %s backend", name)
+                self._backend = create_backend(name)
+            return self._backend
+
+    def close(self) -> None:
+        with self._backend_guard:
+            if self._backend is not None:
+                log.info("closing the %s backend", self._backend.name)
+                self._backend.close()
+                self._backend = None
+
+    # ---- defaults that depend on the backend ------------------------------------------------------
+    def default_roles(self) -> list[Literal["validation", "performance"]]:
+        """On the cpu backend performance sizes are meant for a GPU: validate only unless asked."""
+        return ["validation"] if self.backend_name == "cpu" else ["validation", "performance"]
+
+    def timing_plan(self, warmup: int | None, reps: int | None) -> TimingPlan:
+        cpu = self.backend_name == "cpu"
+        return TimingPlan(warmup=warmup if warmup is not None else (1 if cpu else 10),
+                          reps=reps if reps is not None else (5 if cpu else 100))
+
+    # ---- which candidates are being worked on in this process -------------------------------------
+    @contextlib.contextmanager
+    def working(self, run_id: str, candidate_id: str) -> Iterator[None]:
+        """Mark a candidate as in progress here (so a missing record reads 'evaluating', not 'interrupted')."""
+        with self._active_guard:
+            self._active.add((run_id, candidate_id))
+        try:
+            yield
+        finally:
+            with self._active_guard:
+                self._active.discard((run_id, candidate_id))
+
+    def is_active(self, run_id: str, candidate_id: str) -> bool:
+        with self._active_guard:
+            return (run_id, candidate_id) in self._active
+
+
+# ---- command-line options (here, not in server.py, so the CLI can add them without importing MCP) ----
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``cudaopt serve`` (also used by ``python -m cudaopt_mcp.server``)."""
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                        help="stdio (default; what MCP clients launch) or streamable HTTP")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="HTTP bind address (default 127.0.0.1; any other needs $CUDAOPT_MCP_TOKEN)")
+    parser.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="run folders live here (default ./results)")
+    parser.add_argument("--backend", choices=available_backends(), help="default: cuda if a GPU is present, else cpu")
+    parser.add_argument("--task-root", type=Path, action="append", default=[], metavar="DIR",
+                        help="folder whose task folders HTTP clients may load (repeatable; stdio clients may load any)")
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    return ServerConfig(results_dir=args.results, backend=args.backend, transport=args.transport,
+                        task_roots=tuple(args.task_root), host=args.host, port=args.port)

@@ -1,0 +1,353 @@
+"""The server's operations, as plain blocking functions over :class:`ServerState` (no MCP here).
+
+Each step takes the run's lock for its whole duration, so two clients working on one run are
+serialised and lose nothing; the backend is additionally guarded by ``state.engine_lock``. Bad
+arguments and unknown ids raise (:class:`StepRefused`, :class:`~cudaopt_mcp.runs.RunError`,
+:class:`~harness_tools.errors.HarnessError`); kernel failures are data in the returned models.
+
+Candidate folder (see :mod:`cudaopt_mcp.runs`): ``candidate.json`` (meta + the candidate),
+``kernel.cu``, ``compile.json``, ``compile.log``, then per step ``evaluation.json`` (evaluate),
+``execution.json`` (run) or ``timing.json`` (time), and ``outputs/<case>/<buffer>.npy`` for the
+latest step's cases whose outputs are small enough to keep. ``.evaluating`` marks work in progress:
+after a crash it stays, and the candidate reads as ``interrupted`` until it is evaluated again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from harness_tools import candidate as candidates
+from harness_tools.candidate import Candidate
+from harness_tools.compile import CompileResult, compile_candidate
+from harness_tools.errors import HarnessError
+from harness_tools.evaluate import EvaluationConfig, EvaluationResult, evaluate
+from harness_tools.spec import Expr, LaunchSpec, Task, bundled_task_names, load_task, resolve_task
+from harness_tools.timing import TimingPlan
+
+from . import summaries as S
+from .runs import BestRecord, atomic_write
+from .state import ServerState
+from .tool_models import CompareOutput, CompileOutput, CreateRunOutput, EvaluateOutput
+
+Progress = Callable[[float, float, str], None]
+Step = Literal["evaluate", "run", "time"]
+Role = Literal["validation", "performance"]
+RECORD = {"evaluate": "evaluation.json", "run": "execution.json", "time": "timing.json"}
+KEEP_OUTPUT_BYTES = 64 << 20
+MAX_INLINE_FILES, MAX_INLINE_BYTES = 16, 512 * 1024
+
+
+class StepRefused(HarnessError):
+    """The request is not allowed or not possible as asked; the message says why and what to do."""
+
+
+def _no_progress(done: float, total: float, message: str) -> None:
+    pass
+
+
+# ---- runs ---------------------------------------------------------------------------------------------
+def create_run(state: ServerState, task: str | None, spec: dict[str, Any] | None, files: dict[str, str] | None,
+               max_candidates: int | None) -> CreateRunOutput:
+    if (task is None) == (spec is None):
+        raise StepRefused("give exactly one of 'task' (a bundled task name or a task folder) and 'spec'")
+    with tempfile.TemporaryDirectory(prefix="cudaopt-inline-") as tmp:
+        if spec is not None:
+            loaded, origin = _inline_task(state, spec, files or {}, Path(tmp)), "inline"
+        else:
+            loaded = _named_task(state, task or "")
+            origin = task if task in bundled_task_names() else str(loaded.folder)
+        record = state.store.create_run(loaded, origin, state.backend_name, max_candidates)
+    return CreateRunOutput(
+        run_id=record.run_id, backend=record.backend, task=S.task_summary(loaded, record.run_id),
+        next_step=f"evaluate(run_id='{record.run_id}') with no source measures the task's baseline; then evaluate "
+                  "your own kernels (source + launch) and compare against it",
+    )
+
+
+def _named_task(state: ServerState, name: str) -> Task:
+    trusted = state.config.trusted_client
+    if name in bundled_task_names():
+        return resolve_task(name)
+    if not trusted and "/" not in name:
+        raise StepRefused(f"{name!r} is not a bundled task ({', '.join(bundled_task_names())})")
+    folder = Path(name).expanduser().resolve()
+    if not trusted:
+        roots = [r.resolve() for r in state.config.task_roots]
+        if not any(folder.is_relative_to(r) for r in roots):
+            raise StepRefused("over HTTP only bundled tasks and task folders under the server's --task-root folders "
+                              f"are accepted ({', '.join(map(str, roots)) or 'none configured'})")
+    return resolve_task(folder)
+
+
+def _inline_task(state: ServerState, spec: dict[str, Any], files: dict[str, str], folder: Path) -> Task:
+    """Write an inline spec and its files into ``folder`` and load it like any task folder."""
+    if not state.config.trusted_client:
+        raise StepRefused("an inline task spec is accepted only from a local (stdio) client: its reference may be "
+                          "Python code, and no code from a remote client runs in this server; use a bundled task "
+                          "or a task folder under the server's --task-root")
+    if len(files) > MAX_INLINE_FILES:
+        raise StepRefused(f"at most {MAX_INLINE_FILES} files may come with an inline spec")
+    for name, text in files.items():
+        if Path(name).name != name or name.startswith(".") or name == "task.json":
+            raise StepRefused(f"file name {name!r} must be a plain file name (not task.json)")
+        if len(text.encode()) > MAX_INLINE_BYTES:
+            raise StepRefused(f"file {name!r} is larger than {MAX_INLINE_BYTES} bytes")
+        (folder / name).write_text(text)
+    (folder / "task.json").write_text(json.dumps(spec))
+    return load_task(folder)
+
+
+# ---- candidates ---------------------------------------------------------------------------------------
+def build_candidate(task: Task, source: str | None = None, launch: LaunchSpec | None = None,
+                    defines: dict[str, Expr] | None = None, options: list[str] | None = None,
+                    tunables: dict[str, int] | None = None) -> Candidate:
+    """The task's baseline (or tunable kernel), with what the caller gave replacing or adding to it."""
+    if tunables is not None and source is not None:
+        raise StepRefused("give either 'source' or 'tunables' (the task's own tunable kernel), not both")
+    base = candidates.tuned(task, tunables) if tunables is not None else candidates.baseline(task)
+    fields = base.model_dump()
+    if source is not None:
+        fields["source"] = source
+    if launch is not None:
+        fields["launch"] = launch.model_dump()
+    if defines:
+        fields["defines"] = {**fields["defines"], **defines}
+    if options:
+        fields["options"] = list(options)
+    try:
+        return Candidate.model_validate(fields)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'candidate'}: {e['msg']}" for e in exc.errors())
+        raise StepRefused(f"invalid candidate: {problems}") from None
+
+
+def _register(state: ServerState, run_id: str, task: Task, cand: Candidate, note: str | None) -> tuple[str, bool]:
+    """(candidate id, reused) for ``cand`` in this run; call under the run's lock."""
+    store = state.store
+    digest = cand.digest()
+    existing = store.find_candidate(run_id, digest)
+    if existing is not None:
+        return existing, True
+    record = store.run(run_id)
+    used = len(store.candidate_ids(run_id))
+    if record.max_candidates is not None and used >= record.max_candidates:
+        raise StepRefused(f"run {run_id} has used its budget of {record.max_candidates} candidates; evaluate an "
+                          "existing candidate_id again or create a new run")
+    candidate_id, _ = store.new_candidate(run_id)
+    meta = {"candidate_id": candidate_id, "digest": digest, "created": time.time(), "note": note,
+            "baseline": digest == candidates.baseline(task).digest(), "candidate": cand.model_dump()}
+    store.write_artifact(run_id, candidate_id, "kernel.cu", cand.source)
+    store.write_artifact(run_id, candidate_id, "candidate.json", json.dumps(meta, indent=2))
+    store.append_history(run_id, {"event": "candidate", "candidate_id": candidate_id, "digest": digest,
+                                  **({"note": note[:200]} if note else {})})
+    return candidate_id, False
+
+
+def load_candidate(state: ServerState, run_id: str, candidate_id: str) -> Candidate:
+    meta = state.store.read_json(run_id, candidate_id, "candidate.json")
+    if not meta:
+        raise StepRefused(f"candidate {candidate_id} of {run_id} was never completely stored; compile it again")
+    return Candidate.model_validate(meta["candidate"])
+
+
+def _compile(state: ServerState, run_id: str, candidate_id: str, cand: Candidate) -> CompileResult:
+    arch = state.backend().device_info().arch
+    result = compile_candidate(cand, arch)
+    store = state.store
+    store.write_artifact(run_id, candidate_id, "compile.log", result.full_log)
+    store.write_artifact(run_id, candidate_id, "compile.json", result.model_dump_json(indent=2))
+    store.append_history(run_id, {"event": "compiled", "candidate_id": candidate_id, "status": result.status})
+    return result
+
+
+def compile_step(state: ServerState, run_id: str, cand_args: dict[str, Any], note: str | None) -> CompileOutput:
+    with state.store.locked(run_id):
+        task = state.store.task(run_id)
+        cand = build_candidate(task, **cand_args)
+        candidate_id, reused = _register(state, run_id, task, cand, note)
+        with state.working(run_id, candidate_id):
+            result = _compile(state, run_id, candidate_id, cand)
+    return compile_output(run_id, candidate_id, result, reused)
+
+
+def compile_output(run_id: str, candidate_id: str, result: CompileResult, reused: bool) -> CompileOutput:
+    r = result.resources
+    return CompileOutput(
+        run_id=run_id, candidate_id=candidate_id, ok=result.ok, status=result.status, arch=result.arch,
+        first_error=None if result.ok else S.first_error(result.log), log_excerpt=S.excerpt(result.log),
+        log_truncated=len(result.full_log.strip()) > S.EXCERPT_CHARS, registers=r.registers if r else None,
+        spill_store_bytes=r.spill_store_bytes if r else None, spill_load_bytes=r.spill_load_bytes if r else None,
+        stack_bytes=r.stack_bytes if r else None, static_shared_bytes=r.static_shared_bytes if r else None,
+        compile_ms=result.compile_ms, cached=result.cached, reused=reused,
+        source_uri=S.artifact_uri(run_id, candidate_id, "kernel.cu"),
+        log_uri=S.artifact_uri(run_id, candidate_id, "compile.log"),
+    )
+
+
+# ---- evaluate / run / time ----------------------------------------------------------------------------
+def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: str | None = None,
+                 cand_args: dict[str, Any] | None = None, note: str | None = None, roles: list[Role] | None = None,
+                 seed: int | None = None, warmup: int | None = None, reps: int | None = None,
+                 timeout_s: float = 120.0, progress: Progress = _no_progress) -> EvaluateOutput:
+    """compile, then launch and check (and, for performance cases, time) the candidate's cases."""
+    started = time.perf_counter()
+    store = state.store
+    given = {k: v for k, v in (cand_args or {}).items() if v is not None}
+    if candidate_id is not None and given:
+        raise StepRefused(f"give either candidate_id or a new candidate ({', '.join(sorted(given))}), not both")
+    progress(0, 4, f"waiting for run {run_id}")
+    with store.locked(run_id):
+        task = store.task(run_id)
+        if candidate_id is not None:
+            cand = load_candidate(state, run_id, candidate_id)
+        else:
+            cand = build_candidate(task, **given)
+            candidate_id, _ = _register(state, run_id, task, cand, note)
+        with state.working(run_id, candidate_id):
+            out = _execute(state, step, run_id, candidate_id, task, cand, roles, progress,
+                           EvaluationConfig(seed=seed, timeout_s=timeout_s, roles=["validation"],
+                                            timing=(TimingPlan(warmup=0, reps=1, flush_l2=False) if step == "run"
+                                                    else state.timing_plan(warmup, reps))))
+    progress(4, 4, "done")
+    out.elapsed_s = round(time.perf_counter() - started, 3)
+    return out
+
+
+def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, task: Task, cand: Candidate,
+             roles: list[Role] | None, progress: Progress, config: EvaluationConfig) -> EvaluateOutput:
+    """The body of a step, under the run's lock: compile, launch, store, update baseline/best, log."""
+    store = state.store
+    progress(1, 4, f"compiling {candidate_id}")
+    compiled = _compile(state, run_id, candidate_id, cand)
+    roles = roles or (["performance"] if step == "time" else state.default_roles())
+    out = EvaluateOutput(run_id=run_id, candidate_id=candidate_id, step=step, correct=False, backend=state.backend_name,
+                         roles=list(roles), compile=S.compile_brief(compiled), cases=[],
+                         source_uri=S.artifact_uri(run_id, candidate_id, "kernel.cu"), elapsed_s=0.0)
+    if not compiled.ok:
+        out.failure = f"compile {compiled.status}: {S.first_error(compiled.log) or ''}"
+        return out
+    folder = store.candidate_dir(run_id, candidate_id)
+    validated_before = _validated(task, folder)
+    marker = folder / ".evaluating"
+    marker.touch()
+    scratch = Path(tempfile.mkdtemp(prefix="cudaopt-mcp-", dir=_fast_tmp()))
+    try:
+        n_cases = sum(1 for c in task.spec.cases if c.role in roles)
+        progress(2, 4, f"running {n_cases} {'/'.join(roles)} case(s) on {state.backend_name}")
+        config = config.model_copy(update={"roles": list(roles), "outputs_dir": str(scratch)})
+        with state.engine_lock:
+            result = evaluate(task, cand, state.backend(), config)
+        progress(3, 4, "storing results")
+        kept = _keep_outputs(result, scratch, folder)
+        if step == "run":
+            _strip_timing(result)
+        atomic_write(folder / RECORD[step], result.model_dump_json(indent=2))
+    finally:
+        marker.unlink(missing_ok=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    _fill(out, result, kept, run_id, candidate_id, step, with_timing=step != "run")
+    validated = validated_before or ("validation" in roles and result.correct)
+    _update_scores(state, run_id, candidate_id, result, out, validated)
+    store.append_history(run_id, {"event": step, "candidate_id": candidate_id, "correct": result.correct,
+                                  "score_ms": result.score_ms, "roles": list(roles), "seed": result.seed,
+                                  **({"failure": result.failure[:200]} if result.failure else {}),
+                                  **({"new_best": True} if out.new_best else {})})
+    return out
+
+
+def _fill(out: EvaluateOutput, result: EvaluationResult, kept: list[str], run_id: str, candidate_id: str,
+          step: Step, with_timing: bool) -> None:
+    out.correct, out.failure, out.seed, out.score_ms = result.correct, result.failure, result.seed, result.score_ms
+    out.cases = [S.case_outcome(c, with_timing) for c in result.cases]
+    out.clock = next((c.timing.clock for c in result.cases if c.timing), None) if with_timing else None
+    out.outputs_kept = kept
+    out.record_uri = S.artifact_uri(run_id, candidate_id, RECORD[step])
+
+
+def _update_scores(state: ServerState, run_id: str, candidate_id: str, result: EvaluationResult,
+                   out: EvaluateOutput, validated: bool) -> None:
+    """Baseline and best move only on a scored, fully validated result from the run's own backend."""
+    store = state.store
+    run = store.run(run_id)
+    best = store.best(run_id)
+    baseline = S.baseline_score(store, run_id)
+    out.best_before_ms = best.score_ms if best else None
+    score = result.score_ms
+    if score is not None and result.correct and validated and result.backend == run.backend:
+        meta = store.read_json(run_id, candidate_id, "candidate.json") or {}
+        record = BestRecord(candidate_id=candidate_id, score_ms=score, backend=result.backend, seed=result.seed)
+        if meta.get("baseline"):
+            atomic_write(store.run_file(run_id, "baseline.json"), record.model_dump_json(indent=2))
+            baseline = score
+        out.new_best = store.offer_best(run_id, record)
+    out.baseline_score_ms = baseline
+    if score:
+        out.speedup_vs_baseline = round(baseline / score, 4) if baseline else None
+        out.speedup_vs_best = round(best.score_ms / score, 4) if best else None
+
+
+def _validated(task: Task, folder: Path) -> bool:
+    """Whether a stored evaluate/run record of this candidate passed every validation case."""
+    names = {c.name for c in task.spec.cases if c.role == "validation"}
+    for name in ("evaluation.json", "execution.json"):
+        record = S.read_json_file(folder / name)
+        if record:
+            passed = {c["name"] for c in record.get("cases", []) if c.get("role") == "validation" and c.get("passed")}
+            if names and names <= passed:
+                return True
+    return False
+
+
+def _keep_outputs(result: EvaluationResult, scratch: Path, folder: Path) -> list[str]:
+    """Move each case's outputs (when small) into the candidate folder; inputs are replayable from the seed."""
+    target = folder / "outputs"
+    shutil.rmtree(target, ignore_errors=True)
+    kept = []
+    for case in result.cases:
+        if case.run is None or not case.run.outputs:
+            continue
+        files = {name: Path(p) for name, p in case.run.outputs.items() if Path(p).is_file()}
+        if not files or sum(p.stat().st_size for p in files.values()) > KEEP_OUTPUT_BYTES:
+            case.run.outputs = {}
+            continue
+        (target / case.name).mkdir(parents=True, exist_ok=True)
+        for name, path in files.items():
+            shutil.move(str(path), target / case.name / f"{name}.npy")
+        case.run.outputs = {name: f"outputs/{case.name}/{name}.npy" for name in files}
+        kept.append(case.name)
+    return kept
+
+
+def _strip_timing(result: EvaluationResult) -> None:
+    """``run`` launches performance cases once, without a timing plan worth the name: drop its numbers."""
+    result.score_ms = None
+    for case in result.cases:
+        case.timing = None
+        case.median_ms = case.tflops = case.gbps = None
+        if case.run is not None:
+            case.run.timing = None
+
+
+def compare_step(state: ServerState, run_id: str, candidate_id: str) -> CompareOutput:
+    folder = state.store.candidate_dir(run_id, candidate_id)
+    latest = S.latest_record(folder)
+    if latest is None:
+        raise StepRefused(f"candidate {candidate_id} has no stored outputs yet: call run or evaluate first")
+    name, record = latest
+    result = EvaluationResult.model_validate(record)
+    return CompareOutput(run_id=run_id, candidate_id=candidate_id, source_record=name, seed=result.seed,
+                         correct=result.correct, cases=[S.case_outcome(c, with_timing=False) for c in result.cases],
+                         record_uri=S.artifact_uri(run_id, candidate_id, name))
+
+
+def _fast_tmp() -> str | None:
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and shutil.disk_usage(shm).free > (8 << 30) else None

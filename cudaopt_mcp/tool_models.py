@@ -1,0 +1,241 @@
+"""What the MCP tools return: pydantic models, so every tool publishes an ``outputSchema``.
+
+Every model is self-sufficient (some clients show the model only ``structuredContent``) and bounded:
+sources, full logs, outputs and timing samples stay behind ``cudaopt://`` resource URIs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from harness_tools.spec import Expr, LaunchSpec
+
+CandidateStatus = Literal["compiled", "compile_error", "refused", "correct", "incorrect", "evaluating",
+                          "interrupted", "new"]
+
+
+class TaskListing(BaseModel):
+    name: str
+    kernel_name: str
+    summary: str = Field(description="first sentence of the task description")
+    validation_cases: int
+    performance_cases: int
+    tunables: list[str]
+
+
+class ListTasksOutput(BaseModel):
+    tasks: list[TaskListing]
+    hint: str
+
+
+class ParamInfo(BaseModel):
+    name: str
+    kind: Literal["buffer", "scalar"]
+    dtype: str
+    role: str | None = None
+    shape: list[Expr] | None = None
+    value: Expr | None = None
+    initial: float | None = None
+
+
+class CaseInfo(BaseModel):
+    name: str
+    role: Literal["validation", "performance"]
+    sizes: dict[str, int]
+
+
+class ToleranceInfo(BaseModel):
+    atol: Expr
+    rtol: float
+
+
+class TaskSummary(BaseModel):
+    name: str
+    description: str
+    kernel_name: str
+    signature: str = Field(description='the exact extern "C" __global__ signature a candidate must have')
+    params: list[ParamInfo]
+    cases: list[CaseInfo]
+    tolerance: dict[str, ToleranceInfo] = Field(description="per dtype: pass when |out-ref| <= atol + rtol*|ref|")
+    reference: str = Field(description="kind of oracle: numpy (float64), cuda (reference kernel) or stored")
+    baseline_launch: LaunchSpec
+    baseline_defines: dict[str, Expr]
+    tunables: dict[str, list[int]] | None = None
+    tunable_constraints: list[str] = Field(default_factory=list)
+    baseline_source_uri: str
+
+
+class BudgetInfo(BaseModel):
+    max_candidates: int | None = None
+    used: int
+    remaining: int | None = None
+
+
+class BestInfo(BaseModel):
+    candidate_id: str
+    score_ms: float
+    backend: str
+    seed: int
+    speedup_vs_baseline: float | None = None
+    source_uri: str
+
+
+class CandidateBrief(BaseModel):
+    candidate_id: str
+    status: CandidateStatus
+    note: str | None = None
+    score_ms: float | None = None
+    registers: int | None = None
+    failure: str | None = None
+
+
+class RunInfo(BaseModel):
+    run_id: str
+    task: str
+    task_origin: str
+    backend: str = Field(description="backend the run was created on")
+    server_backend: str = Field(description="backend this server evaluates on now")
+    created: str
+    budget: BudgetInfo
+    best: BestInfo | None = None
+    baseline_score_ms: float | None = None
+    candidates: int
+    recent: list[CandidateBrief] = Field(description="the last candidates, newest last")
+    uri: str
+
+
+class CreateRunOutput(BaseModel):
+    run_id: str
+    backend: str
+    task: TaskSummary
+    next_step: str
+
+
+class GetRunOutput(BaseModel):
+    run: RunInfo
+    task: TaskSummary
+    history_digest: list[str] = Field(description="the last events, one line each")
+
+
+class ListRunsOutput(BaseModel):
+    runs: list[RunInfo]
+
+
+class CompileOutput(BaseModel):
+    run_id: str
+    candidate_id: str
+    ok: bool
+    status: Literal["ok", "error", "refused"]
+    arch: str
+    first_error: str | None = None
+    log_excerpt: str = Field(description="start of the filtered compile log; the full log is at log_uri")
+    log_truncated: bool
+    registers: int | None = None
+    spill_store_bytes: int | None = None
+    spill_load_bytes: int | None = None
+    stack_bytes: int | None = None
+    static_shared_bytes: int | None = None
+    compile_ms: float
+    cached: bool
+    reused: bool = Field(description="an identical candidate already existed in this run; its id is returned")
+    source_uri: str
+    log_uri: str
+
+
+class MismatchInfo(BaseModel):
+    buffer: str
+    index: list[int]
+    got: float
+    expected: float
+
+
+class CaseOutcome(BaseModel):
+    name: str
+    role: Literal["validation", "performance"]
+    status: str = Field(description="passed, mismatch, run_error, corrupted or skipped")
+    passed: bool
+    message: str | None = None
+    error: str | None = Field(None, description="CUDA error name / TIMEOUT / WORKER_DIED when the launch failed")
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    mismatches: int | None = None
+    elements: int | None = None
+    first_mismatch: MismatchInfo | None = None
+    median_ms: float | None = None
+    min_ms: float | None = None
+    iqr_ms: float | None = None
+    cv: float | None = None
+    reps: int | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+
+
+class CompileBrief(BaseModel):
+    ok: bool
+    status: str
+    registers: int | None = None
+    spill_store_bytes: int | None = None
+    static_shared_bytes: int | None = None
+    first_error: str | None = None
+    log_excerpt: str | None = Field(None, description="only when compilation failed")
+
+
+class EvaluateOutput(BaseModel):
+    run_id: str
+    candidate_id: str
+    step: Literal["evaluate", "run", "time"]
+    correct: bool = Field(description="every case that ran passed")
+    failure: str | None = None
+    backend: str
+    clock: str | None = Field(None, description="cuda-events, or cpu-wall-clock on the cpu backend")
+    seed: int | None = None
+    roles: list[str]
+    compile: CompileBrief
+    cases: list[CaseOutcome]
+    score_ms: float | None = Field(None, description="geomean of performance medians; only when all passed")
+    baseline_score_ms: float | None = None
+    speedup_vs_baseline: float | None = None
+    best_before_ms: float | None = None
+    speedup_vs_best: float | None = None
+    new_best: bool = False
+    outputs_kept: list[str] = Field(default_factory=list, description="cases whose outputs are stored")
+    record_uri: str | None = None
+    source_uri: str
+    elapsed_s: float
+
+
+class CompareOutput(BaseModel):
+    run_id: str
+    candidate_id: str
+    source_record: str = Field(description="which stored record the statistics come from")
+    seed: int
+    correct: bool
+    cases: list[CaseOutcome]
+    record_uri: str
+
+
+class ProfileOutput(BaseModel):
+    run_id: str
+    candidate_id: str
+    available: bool
+    backend: str
+    reason: str
+
+
+class HistoryOutput(BaseModel):
+    run_id: str
+    total: int
+    offset: int
+    events: list[dict[str, Any]]
+    next_offset: int | None = None
+
+
+class BestOutput(BaseModel):
+    run_id: str
+    best: BestInfo | None = None
+    launch: LaunchSpec | None = None
+    defines: dict[str, Expr] | None = None
+    correct_candidates: list[str] = Field(description="ids of candidates whose latest record is correct")
+    note: str | None = None

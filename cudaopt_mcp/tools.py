@@ -1,0 +1,393 @@
+"""The MCP tools: thin async wrappers around :mod:`cudaopt_mcp.steps`, with docstrings for the model.
+
+Every tool returns a ``CallToolResult`` whose ``structured_content`` is a pydantic model from
+:mod:`cudaopt_mcp.tool_models` (published as its ``outputSchema``), whose text content is a short
+summary plus that JSON, and which links big artifacts as ``cudaopt://`` resources. Unknown ids and
+bad arguments raise ``ToolError``; a kernel that fails (compile error, mismatch, crash, timeout)
+comes back as a result with ``is_error`` set and the evidence in its structured content.
+Blocking engine work runs in a worker thread, so the event loop keeps serving other clients.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import threading
+import time
+from typing import Annotated, Any, Literal
+
+import anyio
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, ResourceLink, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+
+from harness_tools.errors import HarnessError
+from harness_tools.spec import Expr, LaunchSpec, bundled_task_names, resolve_task
+
+from . import steps
+from . import summaries as S
+from .state import ServerState
+from .tool_models import (
+    BestOutput,
+    CompareOutput,
+    CompileOutput,
+    CreateRunOutput,
+    EvaluateOutput,
+    GetRunOutput,
+    HistoryOutput,
+    ListRunsOutput,
+    ListTasksOutput,
+    ProfileOutput,
+    TaskListing,
+)
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+ADDITIVE_IDEMPOTENT = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                      open_world_hint=False)
+
+RunId = Annotated[str, Field(description="run id returned by create_run, e.g. 'run-001'")]
+CandidateId = Annotated[str, Field(description="candidate id returned by compile or evaluate, e.g. 'c0003'")]
+Source = Annotated[str | None, Field(description='complete CUDA C++ source with the task\'s extern "C" __global__ '
+                                                 "kernel; omit to use the task's baseline kernel")]
+Launch = Annotated[LaunchSpec | None, Field(description="grid/block/shared_mem as expressions over the case sizes and "
+                                                        "numeric defines, e.g. {\"grid\": [\"ceil_div(n, 256)\"], "
+                                                        "\"block\": [256]}; omit for the task's baseline launch")]
+Defines = Annotated[dict[str, Expr] | None, Field(description="#defines added to the baseline's, e.g. {\"TILE\": 32}")]
+Options = Annotated[list[str] | None, Field(description="extra NVRTC options, e.g. ['--use_fast_math', "
+                                                        "'--maxrregcount=64'] (architecture and includes are set by us)")]
+Tunables = Annotated[dict[str, int] | None, Field(description="instead of source: the task's own tunable kernel at this "
+                                                             "point of its space, e.g. {\"TILE\": 32, \"ROWS\": 8}")]
+Note = Annotated[str | None, Field(description="one line on the idea behind this candidate (kept in the history)",
+                                   max_length=500)]
+Roles = Annotated[list[Literal["validation", "performance"]] | None,
+                  Field(description="which cases to run; default: validation+performance on a GPU, validation only on "
+                                    "the cpu backend")]
+Seed = Annotated[int | None, Field(description="input seed (default: a fresh one, recorded in the result)")]
+Warmup = Annotated[int | None, Field(ge=0, le=1000, description="warm-up launches per performance case (default 10; cpu 1)")]
+Reps = Annotated[int | None, Field(ge=1, le=10000, description="timed launches per performance case (default 100; cpu 5)")]
+Timeout = Annotated[float, Field(gt=0, le=600, description="seconds per case (one checked launch plus its timing) "
+                                                          "before the kernel is declared hung; the default 30 lets a "
+                                                          "hang answer within the ~60 s many clients allow")]
+
+
+def _state(ctx: Context) -> ServerState:
+    return ctx.request_context.lifespan_context
+
+
+async def _blocking(ctx: Context | None, fn, *args, **kwargs):
+    """Run ``fn`` in a worker thread; engine and store refusals become ToolErrors the model can read."""
+    relay = _ProgressRelay() if ctx is not None else None
+    if relay is not None:
+        kwargs["progress"] = relay
+    call = functools.partial(fn, *args, **kwargs)
+    outcome: list[Any] = []
+    try:
+        if relay is None:
+            return await anyio.to_thread.run_sync(call)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(relay.pump, ctx)
+            try:
+                outcome.append(await anyio.to_thread.run_sync(call))
+            except Exception as exc:  # noqa: BLE001 - kept aside so it is not wrapped in the task group's ExceptionGroup
+                outcome.append(exc)
+            tg.cancel_scope.cancel()
+        await relay.flush(ctx)
+        if isinstance(outcome[0], Exception):
+            raise outcome[0]
+        return outcome[0]
+    except (HarnessError, ValidationError) as exc:  # RunError and StepRefused are HarnessErrors
+        raise ToolError(str(exc)) from exc
+
+
+class _ProgressRelay:
+    """Forwards stage progress from the worker thread; between stages a heartbeat every ~2 s.
+
+    The engine has no per-case hook yet, so within the long stage the progress value creeps towards
+    the next stage (it must keep increasing) and the message says how long the stage has run.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stage: tuple[float, float, str] | None = None
+        self._since = time.monotonic()
+        self._sent: tuple[float, float, str] | None = None
+
+    def __call__(self, done: float, total: float, message: str) -> None:
+        with self._lock:
+            self._stage, self._since = (done, total, message), time.monotonic()
+
+    async def flush(self, ctx: Context) -> None:
+        """Send the last stage (done) if the pump had no time to."""
+        with self._lock:
+            stage = self._stage
+        if stage is not None and stage != self._sent:
+            await ctx.report_progress(*stage)
+            self._sent = stage
+
+    async def pump(self, ctx: Context) -> None:
+        last_send = 0.0
+        while True:
+            await anyio.sleep(0.2)
+            with self._lock:
+                stage, since = self._stage, self._since
+            if stage is None:
+                continue
+            now = time.monotonic()
+            if stage != self._sent:
+                await ctx.report_progress(stage[0], stage[1], stage[2])
+                self._sent, last_send = stage, now
+            elif now - last_send >= 2.0:
+                elapsed = now - since
+                creep = 0.9 * (1 - math.exp(-elapsed / 30))
+                await ctx.report_progress(stage[0] + creep, stage[1], f"{stage[2]} ({elapsed:.0f} s)")
+                last_send = now
+
+
+def _result(model: BaseModel, summary: str, links: list[tuple[str, str, str]] = (), is_error: bool = False,
+            ) -> CallToolResult:
+    structured = model.model_dump(mode="json", exclude_none=True)
+    content: list[Any] = [TextContent(text=summary), TextContent(text=model.model_dump_json(exclude_none=True))]
+    content += [ResourceLink(uri=uri, name=name, mime_type=mime) for uri, name, mime in links]
+    return CallToolResult(content=content, structured_content=structured, is_error=is_error)
+
+
+def _eval_summary(out: EvaluateOutput) -> str:
+    head = f"{out.run_id}/{out.candidate_id} ({out.step} on {out.backend}, {'/'.join(out.roles)}): "
+    if not out.compile.ok:
+        return head + f"COMPILE {out.compile.status.upper()}: {out.compile.first_error}"
+    if not out.correct:
+        return head + f"NOT CORRECT: {out.failure}"
+    parts = [head + "CORRECT"]
+    if out.score_ms is not None:
+        parts.append(f"score {out.score_ms:.4g} ms ({out.clock})")
+    if out.speedup_vs_baseline:
+        parts.append(f"{out.speedup_vs_baseline:.3g}x baseline")
+    if out.new_best:
+        parts.append("new best")
+    elif out.step == "run":
+        parts.append("outputs stored; compare gives the error statistics")
+    return " · ".join(parts)
+
+
+def _eval_links(out: EvaluateOutput) -> list[tuple[str, str, str]]:
+    links = [(out.source_uri, f"{out.candidate_id}/kernel.cu", "text/x-cuda")]
+    if not out.compile.ok:
+        links.append((S.artifact_uri(out.run_id, out.candidate_id, "compile.log"), "compile.log", "text/plain"))
+    if out.record_uri:
+        links.append((out.record_uri, out.record_uri.rsplit("/", 1)[-1], "application/json"))
+    return links
+
+
+def _tool(server: MCPServer, name: str | None = None, annotations: ToolAnnotations | None = None):
+    """``server.tool`` with the docstring dedented, so the model reads clean instructions."""
+    def decorator(fn):
+        server.add_tool(fn, name=name, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
+        return fn
+    return decorator
+
+
+def register(server: MCPServer) -> None:
+    @_tool(server, annotations=READ_ONLY)
+    async def list_tasks() -> Annotated[CallToolResult, ListTasksOutput]:
+        """List the bundled kernel-optimisation tasks (name, kernel, case counts, tunable parameters).
+
+        Start here, then call create_run with a task name. A task fixes the kernel's signature, its
+        validation cases (correctness only) and performance cases (timed), the float64 reference and the
+        tolerances."""
+        rows = []
+        for name in bundled_task_names():
+            spec = resolve_task(name).spec
+            rows.append(TaskListing(
+                name=name, kernel_name=spec.kernel_name, summary=spec.description.split(". ")[0][:300],
+                validation_cases=sum(c.role == "validation" for c in spec.cases),
+                performance_cases=sum(c.role == "performance" for c in spec.cases),
+                tunables=sorted(spec.tunables.params) if spec.tunables else []))
+        out = ListTasksOutput(tasks=rows, hint="create_run(task=<name>) starts a run; a stdio client may also pass "
+                                               "a task folder path or an inline spec")
+        return _result(out, f"{len(rows)} tasks: {', '.join(r.name for r in rows)}")
+
+    @_tool(server, annotations=ADDITIVE)
+    async def create_run(
+        ctx: Context,
+        task: Annotated[str | None, Field(description="bundled task name (see list_tasks) or a task folder path")] = None,
+        spec: Annotated[dict[str, Any] | None, Field(description="inline task.json content (local stdio clients only)")] = None,
+        files: Annotated[dict[str, str] | None, Field(description="files an inline spec names: {file name: text}")] = None,
+        max_candidates: Annotated[int | None, Field(ge=1, le=100000, description="budget of candidates")] = None,
+    ) -> Annotated[CallToolResult, CreateRunOutput]:
+        """Start a new optimisation run for a task and return its run_id.
+
+        The run lives on disk (results/run-XXX) and survives server restarts: keep the run_id and pass it
+        to every other tool. The result includes the kernel signature every candidate must match exactly,
+        the cases, tolerances and the baseline launch configuration. Next step: evaluate(run_id) with no
+        source measures the baseline."""
+        out = await _blocking(None, steps.create_run, _state(ctx), task, spec, files, max_candidates)
+        return _result(out, f"created {out.run_id} for task {out.task.name} on the {out.backend} backend; "
+                            f"signature: {out.task.signature}",
+                       [(out.task.baseline_source_uri, "baseline source", "text/x-cuda")])
+
+    @_tool(server, annotations=READ_ONLY)
+    async def list_runs(ctx: Context) -> Annotated[CallToolResult, ListRunsOutput]:
+        """List the runs stored by this server (newest last) with their best candidate and budget.
+
+        Use it to continue earlier work: any run_id listed here can be passed to the other tools."""
+        state = _state(ctx)
+
+        def collect() -> ListRunsOutput:
+            return ListRunsOutput(runs=[S.run_info(state.store, r, state.backend_name, state.is_active, recent=0)
+                                        for r in state.store.list_runs()])
+        out = await _blocking(None, collect)
+        return _result(out, f"{len(out.runs)} runs: {', '.join(r.run_id + ' ' + r.task for r in out.runs) or 'none'}")
+
+    @_tool(server, annotations=READ_ONLY)
+    async def get_run(ctx: Context, run_id: RunId) -> Annotated[CallToolResult, GetRunOutput]:
+        """Show one run: the task (signature, cases, tolerances, baseline launch), the budget, the best
+        candidate so far with its speed-up over the baseline, the latest candidates with their status
+        (compiled, compile_error, correct, incorrect, interrupted, ...) and a digest of the history."""
+        state = _state(ctx)
+
+        def collect() -> GetRunOutput:
+            record = state.store.run(run_id)
+            info = S.run_info(state.store, record, state.backend_name, state.is_active)
+            digest = [S.history_line(e) for e in state.store.history(run_id, limit=12)]
+            return GetRunOutput(run=info, task=S.task_summary(state.store.task(run_id), run_id), history_digest=digest)
+        out = await _blocking(None, collect)
+        best = f"best {out.run.best.candidate_id} at {out.run.best.score_ms:.4g} ms" if out.run.best else "no best yet"
+        return _result(out, f"{run_id}: task {out.run.task}, {out.run.candidates} candidates, {best}",
+                       [(out.run.uri, run_id, "application/json")])
+
+    @_tool(server, name="compile", annotations=ADDITIVE_IDEMPOTENT)
+    async def compile_tool(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
+                           defines: Defines = None, options: Options = None, tunables: Tunables = None,
+                           note: Note = None) -> Annotated[CallToolResult, CompileOutput]:
+        """Compile a candidate kernel with NVRTC for the server's GPU and store it in the run.
+
+        Returns candidate_id and the compile report: ok, registers, spills, stack, static shared memory,
+        the first error line and an excerpt of the log (full log at log_uri). Compiling the same content
+        again returns the same candidate_id. A compile error is returned as an error result with the log
+        line to fix. Use evaluate (or run/compare/time) with the candidate_id to test it."""
+        cand = {"source": source, "launch": launch, "defines": defines, "options": options, "tunables": tunables}
+        out: CompileOutput = await _blocking(None, steps.compile_step, _state(ctx), run_id, cand, note)
+        r = f"{out.registers} registers, {out.spill_store_bytes or 0} B spills" if out.ok else out.first_error
+        return _result(out, f"{run_id}/{out.candidate_id}: compile {out.status}: {r}",
+                       [(out.source_uri, "kernel.cu", "text/x-cuda"), (out.log_uri, "compile.log", "text/plain")],
+                       is_error=not out.ok)
+
+    @_tool(server, annotations=ADDITIVE)
+    async def evaluate(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
+                       defines: Defines = None, options: Options = None, tunables: Tunables = None,
+                       candidate_id: Annotated[str | None, Field(description="re-evaluate this stored candidate "
+                                                                             "instead of passing a new one")] = None,
+                       note: Note = None, roles: Roles = None, seed: Seed = None, warmup: Warmup = None,
+                       reps: Reps = None, timeout_s: Timeout = 30.0) -> Annotated[CallToolResult, EvaluateOutput]:
+        """The common path: compile → run → compare with the reference → time, in one call.
+
+        Pass a new candidate (source and/or launch/defines/options/tunables; omitted parts come from the
+        task's baseline) or a stored candidate_id. Fresh seeded inputs every time. Returns per-case status
+        (passed / mismatch / run_error / corrupted / skipped) with max abs/rel error, the first mismatching
+        element, CUDA error names, per-case median latency, the score (geometric mean of performance
+        medians, only when everything passed), speed-ups vs the run's baseline and best, and registers.
+        A candidate that does not compile or is not correct is returned as an error result with the
+        evidence. On the cpu backend only validation cases run by default and timings are CPU wall clock.
+        Typically a few seconds; progress notifications are sent while it runs."""
+        cand = {"source": source, "launch": launch, "defines": defines, "options": options, "tunables": tunables}
+        out: EvaluateOutput = await _blocking(ctx, steps.execute_step, _state(ctx), "evaluate", run_id,
+                                              candidate_id=candidate_id, cand_args=cand, note=note, roles=roles,
+                                              seed=seed, warmup=warmup, reps=reps, timeout_s=timeout_s)
+        return _result(out, _eval_summary(out), _eval_links(out), is_error=not out.correct)
+
+    @_tool(server, name="run", annotations=ADDITIVE)
+    async def run_tool(ctx: Context, run_id: RunId, candidate_id: CandidateId, roles: Roles = None,
+                       seed: Seed = None, timeout_s: Timeout = 30.0) -> Annotated[CallToolResult, EvaluateOutput]:
+        """Execute a compiled candidate once per case on fresh inputs and store its outputs (no timing).
+
+        Reports per case whether the launch worked (a crash, hang or illegal address is named, e.g.
+        CUDA_ERROR_ILLEGAL_ADDRESS or TIMEOUT; out-of-bounds writes and modified inputs are caught). Launch
+        failures come back as an error result. Then call compare for error statistics against the reference,
+        and time for latencies; evaluate does all three in one call."""
+        out: EvaluateOutput = await _blocking(ctx, steps.execute_step, _state(ctx), "run", run_id,
+                                              candidate_id=candidate_id, roles=roles, seed=seed, timeout_s=timeout_s)
+        failed = not out.compile.ok or any(c.status in ("run_error", "corrupted") for c in out.cases)
+        return _result(out, _eval_summary(out), _eval_links(out), is_error=failed)
+
+    @_tool(server, annotations=READ_ONLY)
+    async def compare(ctx: Context, run_id: RunId, candidate_id: CandidateId) -> Annotated[CallToolResult, CompareOutput]:
+        """Per-case error statistics of a candidate's latest stored outputs against the float64 reference.
+
+        For every case: passed or not, max absolute and relative error, number of mismatching elements,
+        and the first mismatching element (index, got, expected). Reads what the latest run, evaluate or
+        time stored (it launches nothing). A mismatch is returned as an error result."""
+        out: CompareOutput = await _blocking(None, steps.compare_step, _state(ctx), run_id, candidate_id)
+        bad = next((c for c in out.cases if not c.passed), None)
+        summary = (f"{run_id}/{candidate_id}: all {len(out.cases)} cases within tolerance" if out.correct
+                   else f"{run_id}/{candidate_id}: case {bad.name if bad else '?'}: {bad.message if bad else 'failed'}")
+        return _result(out, summary, [(out.record_uri, out.source_record, "application/json")], is_error=not out.correct)
+
+    @_tool(server, name="time", annotations=ADDITIVE)
+    async def time_tool(ctx: Context, run_id: RunId, candidate_id: CandidateId, warmup: Warmup = None,
+                        reps: Reps = None, seed: Seed = None,
+                        timeout_s: Timeout = 30.0) -> Annotated[CallToolResult, EvaluateOutput]:
+        """Time a compiled candidate on the performance cases: per-case median, min, IQR, CV and the score.
+
+        Each timed launch starts with a flushed L2; outputs are checked too. The score counts towards the
+        run's best only if the candidate has passed its validation cases (run or evaluate) before. On the
+        cpu backend performance cases are large for a CPU and can take long; timings are CPU wall clock."""
+        out: EvaluateOutput = await _blocking(ctx, steps.execute_step, _state(ctx), "time", run_id,
+                                              candidate_id=candidate_id, roles=["performance"], seed=seed,
+                                              warmup=warmup, reps=reps, timeout_s=timeout_s)
+        return _result(out, _eval_summary(out), _eval_links(out), is_error=not out.correct)
+
+    @_tool(server, annotations=READ_ONLY)
+    async def profile(ctx: Context, run_id: RunId, candidate_id: CandidateId) -> Annotated[CallToolResult, ProfileOutput]:
+        """Nsight Compute profile of a candidate (occupancy, throughput, stall reasons).
+
+        Not available yet: this release returns an error result saying so, never made-up numbers.
+        Meanwhile compile reports registers/spills/shared memory and time reports latencies."""
+        state = _state(ctx)
+        await _blocking(None, state.store.candidate_dir, run_id, candidate_id)  # unknown ids are still refused
+        out = ProfileOutput(run_id=run_id, candidate_id=candidate_id, available=False, backend=state.backend_name,
+                            reason="not available yet on this backend: Nsight Compute profiling arrives in a later "
+                                   "release; use compile (registers, spills, shared memory) and time (latencies)")
+        return _result(out, f"profile unavailable: {out.reason}", is_error=True)
+
+    @_tool(server, annotations=READ_ONLY)
+    async def history(ctx: Context, run_id: RunId,
+                      offset: Annotated[int, Field(ge=0, description="index of the first event")] = 0,
+                      limit: Annotated[int, Field(ge=1, le=100, description="events per page")] = 30,
+                      ) -> Annotated[CallToolResult, HistoryOutput]:
+        """The run's append-only event history (created, candidate, compiled, evaluate, run, time, best),
+        oldest first, one page at a time: pass next_offset back as offset for the next page."""
+        events = await _blocking(None, _state(ctx).store.history, run_id)
+        page = events[offset: offset + limit]
+        nxt = offset + limit if offset + limit < len(events) else None
+        out = HistoryOutput(run_id=run_id, total=len(events), offset=offset, events=page, next_offset=nxt)
+        return _result(out, f"{run_id}: events {offset}..{offset + len(page)} of {len(events)}")
+
+    @_tool(server, annotations=READ_ONLY)
+    async def best(ctx: Context, run_id: RunId) -> Annotated[CallToolResult, BestOutput]:
+        """The run's best candidate: the fastest one that passed every check, with its score, speed-up over
+        the baseline, launch configuration and defines (source at source_uri), plus every candidate whose
+        latest record is correct. On the cpu backend with validation-only evaluations there is no score and
+        so no best; correct_candidates still lists the correct ones."""
+        state = _state(ctx)
+
+        def collect() -> BestOutput:
+            store = state.store
+            record = store.best(run_id)
+            correct = [c for c in store.candidate_ids(run_id)
+                       if S.candidate_brief(store, run_id, c, state.is_active(run_id, c)).status == "correct"]
+            out = BestOutput(run_id=run_id, best=S.best_info(store, run_id, record), correct_candidates=correct)
+            if record is not None:
+                cand = steps.load_candidate(state, run_id, record.candidate_id)
+                out.launch, out.defines = cand.launch, dict(cand.defines)
+            else:
+                out.note = "no scored correct candidate yet (a score needs timed performance cases)"
+            return out
+        out = await _blocking(None, collect)
+        summary = (f"{run_id}: best {out.best.candidate_id} at {out.best.score_ms:.4g} ms" if out.best
+                   else f"{run_id}: no best yet; correct: {', '.join(out.correct_candidates) or 'none'}")
+        links = [(out.best.source_uri, "best kernel.cu", "text/x-cuda")] if out.best else []
+        return _result(out, summary, links)
