@@ -69,7 +69,19 @@ def _parser() -> argparse.ArgumentParser:
                     help="keep artifacts here: kernel source, full compile log, outputs, result.json")
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ev.set_defaults(func=_cmd_eval)
+
+    from .state import add_serve_arguments  # no MCP import: the CLI stays light
+
+    srv = sub.add_parser("serve", help="run the MCP server (stdio by default, or streamable HTTP)")
+    add_serve_arguments(srv)
+    srv.set_defaults(func=_cmd_serve)
     return parser
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .server import run_serve  # imports MCP only when serving
+
+    return run_serve(args)
 
 
 def _cmd_tasks(args: argparse.Namespace) -> int:

@@ -30,7 +30,6 @@ from harness_tools.compile import CompileResult, compile_candidate
 from harness_tools.errors import HarnessError
 from harness_tools.evaluate import EvaluationConfig, EvaluationResult, evaluate
 from harness_tools.spec import Expr, LaunchSpec, Task, bundled_task_names, load_task, resolve_task
-from harness_tools.timing import TimingPlan
 
 from . import summaries as S
 from .runs import BestRecord, atomic_write
@@ -214,8 +213,7 @@ def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: s
         with state.working(run_id, candidate_id):
             out = _execute(state, step, run_id, candidate_id, task, cand, roles, progress,
                            EvaluationConfig(seed=seed, timeout_s=timeout_s, roles=["validation"],
-                                            timing=(TimingPlan(warmup=0, reps=1, flush_l2=False) if step == "run"
-                                                    else state.timing_plan(warmup, reps))))
+                                            timing=None if step == "run" else state.timing_plan(warmup, reps)))
     progress(4, 4, "done")
     out.elapsed_s = round(time.perf_counter() - started, 3)
     return out
@@ -244,7 +242,9 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
         progress(2, 4, f"running {n_cases} {'/'.join(roles)} case(s) on {state.backend_name}")
         config = config.model_copy(update={"roles": list(roles), "outputs_dir": str(scratch)})
         with state.engine_lock:
-            result = evaluate(task, cand, state.backend(), config)
+            result = evaluate(task, cand, state.backend(), config,
+                              on_case=lambda done, total, case: progress(
+                                  2 + done / max(total, 1), 4, f"case {case.name}: {case.status} ({done}/{total})"))
         progress(3, 4, "storing results")
         kept = _keep_outputs(result, scratch, folder)
         if step == "run":

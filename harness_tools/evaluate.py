@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
@@ -37,7 +38,7 @@ CaseStatus = Literal["passed", "mismatch", "run_error", "corrupted", "race", "sk
 
 class EvaluationConfig(BaseModel):
     seed: int | None = Field(None, description="input seed; None draws a fresh one (it is recorded)")
-    timing: TimingPlan = TimingPlan()
+    timing: TimingPlan | None = Field(TimingPlan(), description="None: launch and check, never time")
     roles: list[Literal["validation", "performance"]] = ["validation", "performance"]
     timeout_s: float = Field(120.0, gt=0, description="per case: one checked launch plus its timing")
     outputs_dir: str | None = Field(None, description="keep kernel outputs here (else a scratch dir is removed)")
@@ -92,7 +93,9 @@ class EvaluationResult(BaseModel):
 
 
 def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
-             config: EvaluationConfig | None = None) -> EvaluationResult:
+             config: EvaluationConfig | None = None,
+             on_case: Callable[[int, int, CaseResult], None] | None = None) -> EvaluationResult:
+    """Compile, validate and time ``candidate``; ``on_case(done, total, case)`` reports progress."""
     config = config or EvaluationConfig()
     if config.race_check and not hasattr(backend, "race_check"):
         raise BackendError(f"the {backend.name} backend has no race check yet (compute-sanitizer support comes "
@@ -116,8 +119,10 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
                  for c in task.spec.cases if c.role == role]
         env.clocks_before = read_clocks()
         runner = _CaseRunner(task, backend, config, seed, scratch, overhead, compiled)
-        for case in cases:
+        for index, case in enumerate(cases):
             result.cases.append(runner.run(case, candidate))
+            if on_case is not None:
+                on_case(index + 1, len(cases), result.cases[-1])
         env.clocks_after = read_clocks()
     finally:
         if not config.outputs_dir:
@@ -164,6 +169,7 @@ class _CaseRunner:
         self.overhead.inputs_ms += (t1 - t0) * 1e3
         self.overhead.reference_ms += (t2 - t1) * 1e3
         timing = self.config.timing if case.role == "performance" and not self.any_failed else None
+        timing = timing if timing is not None and timing.reps > 0 else None
         request = CaseRequest(kernel_name=candidate.kernel_name, cubin=self.compiled.cubin or b"",
                               source=candidate.source, defines={k: str(v) for k, v in candidate.defines.items()},
                               options=list(candidate.options), grid=grid, block=block, shared_mem=shared, args=args,

@@ -66,7 +66,7 @@ def _machine_key() -> str:
     return f"{cpu}|{model}|{compiler()[1]}"
 
 
-def _runtime_hash() -> str:
+def runtime_hash() -> str:
     digest = hashlib.sha256(_machine_key().encode())
     for path in sorted(RUNTIME_DIR.iterdir()):
         if path.suffix in (".h", ".cpp", ".S"):
@@ -76,7 +76,7 @@ def _runtime_hash() -> str:
 
 def runtime_library() -> Path:
     """Build (once) and return libcudaopt_cpu.so."""
-    target = cache_root() / f"runtime-{_runtime_hash()}" / "libcudaopt_cpu.so"
+    target = cache_root() / f"runtime-{runtime_hash()}" / "libcudaopt_cpu.so"
     if target.is_file():
         return target
     cxx, _ = compiler()
@@ -130,18 +130,18 @@ def build_kernel(source: str, kernel_name: str, args: list[ArgSpec], defines: di
             return KernelBuild(False, None, f"g++ did not finish within {BUILD_TIMEOUT_S} s", BUILD_TIMEOUT_S * 1e3, False)
         elapsed = (time.perf_counter() - start) * 1e3
         if out.returncode != 0:
-            return KernelBuild(False, None, _cap(_kernel_lines(out.stderr, tmp)), elapsed, False)
+            return KernelBuild(False, None, cap_log(compiler_diagnostics(out.stderr, tmp)), elapsed, False)
         tmp_target = target.with_name(f".{os.getpid()}.{target.name}")
         shutil.copyfile(built, tmp_target)
         os.replace(tmp_target, target)
     return KernelBuild(True, target, "", elapsed, False)
 
 
-def _kernel_lines(stderr: str, tmp: str) -> str:
+def compiler_diagnostics(stderr: str, tmp: str) -> str:
     """g++'s diagnostics, with our temporary paths and the runtime's location shortened."""
     text = stderr.replace(tmp + "/", "").replace(str(RUNTIME_DIR) + "/", "")
     return text.strip()
 
 
-def _cap(text: str) -> str:
+def cap_log(text: str) -> str:
     return text if len(text) <= LOG_CAP_CHARS else text[: LOG_CAP_CHARS - 100] + "\n… [log truncated]"

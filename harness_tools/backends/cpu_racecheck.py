@@ -34,9 +34,9 @@ from .cpu_build import (
     BUILD_TIMEOUT_S,
     RUNTIME_DIR,
     KernelBuild,
-    _cap,
-    _kernel_lines,
-    _runtime_hash,
+    cap_log,
+    compiler_diagnostics,
+    runtime_hash,
     cache_root,
     compiler,
     stub_include_dir,
@@ -158,7 +158,7 @@ def _judge(request: CaseRequest, exe: Path, code: int | None, log: str, timeout_
 
 def runtime_objects() -> Path:
     """The runtime built with -DCUDAOPT_TSAN (uninstrumented) and the instrumented main: once per machine."""
-    digest = hashlib.sha256((_runtime_hash() + MAIN_SOURCE + " ".join(RUNTIME_FLAGS)).encode()).hexdigest()[:16]
+    digest = hashlib.sha256((runtime_hash() + MAIN_SOURCE + " ".join(RUNTIME_FLAGS)).encode()).hexdigest()[:16]
     folder = cache_root() / f"racecheck-runtime-{digest}"
     if (folder / "main.o").is_file():
         return folder
@@ -208,7 +208,7 @@ def build_race_executable(request: CaseRequest) -> KernelBuild:
             return KernelBuild(False, None, f"g++ did not finish within {BUILD_TIMEOUT_S} s", BUILD_TIMEOUT_S * 1e3, False)
         elapsed = (time.perf_counter() - start) * 1e3
         if out.returncode != 0:
-            return KernelBuild(False, None, _cap(_kernel_lines(out.stderr, tmp)), elapsed, False)
+            return KernelBuild(False, None, cap_log(compiler_diagnostics(out.stderr, tmp)), elapsed, False)
         target.with_suffix(".tls.json").write_text(json.dumps(_read_tls_symbols(built)))
         staged = target.with_name(f".{os.getpid()}.{target.name}")
         shutil.copyfile(built, staged)

@@ -115,3 +115,14 @@ def test_cpu_eval_of_a_kernel_with_a_divergent_barrier_exits_1(tmp_path):
     out = cudaopt("eval", "transpose", "--backend", "cpu", "--kernel", str(kernel), cwd=tmp_path)
     assert out.returncode == 1
     assert "kernel.cu(2)" in out.stdout and "__syncthreads" in out.stdout
+
+
+def test_serve_on_a_public_address_without_a_token_refuses_to_start(tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "CUDAOPT_MCP_TOKEN"}
+    out = subprocess.run([sys.executable, "-m", "cudaopt_mcp.cli", "serve", "--transport", "http", "--host", "0.0.0.0",
+                          "--port", "1", "--results", str(tmp_path)], capture_output=True, text=True, timeout=60,
+                         env=env)
+    assert out.returncode == 2
+    assert "CUDAOPT_MCP_TOKEN" in out.stderr
