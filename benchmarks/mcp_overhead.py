@@ -11,6 +11,8 @@ the same verdict (correct, and the status of every case).
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import sys
 import tempfile
@@ -30,37 +32,43 @@ from harness_tools.spec import bundled_task_names, resolve_task  # noqa: E402
 SEED = 20261129
 
 
-def direct(task_name: str, backend_name: str, repeats: int, roles: list[str]) -> tuple[list[float], tuple]:
-    backend = create_backend(backend_name)
+def direct_once(task_name: str, backend, roles: list[str]) -> tuple[float, float, tuple]:
     task = resolve_task(task_name)
-    times, verdict = [], None
+    start = time.perf_counter()
+    result = evaluate(task, candidates.baseline(task), backend, EvaluationConfig(seed=SEED, roles=roles))
+    return time.perf_counter() - start, result.overhead.total_ms / 1e3, (
+        result.correct, tuple(c.status for c in result.cases))
+
+
+async def side_by_side(task_name: str, backend_name: str, repeats: int, results: str, roles: list[str]) -> dict:
+    """Alternate direct and MCP evaluations (ABAB...), so drifts of the machine hit both alike."""
+    # The SDK passes only a minimal environment to a stdio server: hand over ours (PYTHONPATH, caches).
+    params = StdioServerParameters(command=sys.executable, cwd=str(Path(__file__).resolve().parents[1]),
+                                   args=["-m", "cudaopt_mcp.server", "--results", results, "--backend", backend_name],
+                                   env=dict(os.environ))
+    rows: dict[str, list] = {"direct": [], "direct_engine": [], "mcp": [], "mcp_engine": [], "verdicts": set()}
+    backend = create_backend(backend_name)
     try:
-        for _ in range(repeats + 1):
-            start = time.perf_counter()
-            result = evaluate(task, candidates.baseline(task), backend, EvaluationConfig(seed=SEED, roles=roles))
-            times.append(time.perf_counter() - start)
-            verdict = (result.correct, tuple(c.status for c in result.cases))
+        async with Client(params) as client:
+            run_id = (await client.call_tool("create_run", {"task": task_name})).structured_content["run_id"]
+            for i in range(repeats + 1):
+                wall, engine, verdict = await anyio.to_thread.run_sync(direct_once, task_name, backend, roles)
+                args = {"run_id": run_id, "seed": SEED, "roles": roles, "timeout_s": 120}
+                if i:
+                    args["candidate_id"] = "c0001"
+                start = time.perf_counter()
+                out = (await client.call_tool("evaluate", args)).structured_content
+                mcp_wall = time.perf_counter() - start
+                record = Path(results) / run_id / "candidates" / "c0001" / "evaluation.json"
+                mcp_engine = json.loads(record.read_text())["overhead"]["total_ms"] / 1e3
+                rows["verdicts"] |= {verdict, (out["correct"], tuple(c["status"] for c in out["cases"]))}
+                if i:  # the first round is warm-up: worker start, compile, oracle
+                    for key, value in (("direct", wall), ("direct_engine", engine), ("mcp", mcp_wall),
+                                       ("mcp_engine", mcp_engine)):
+                        rows[key].append(value)
     finally:
         backend.close()
-    return times[1:], verdict
-
-
-async def through_mcp(task_name: str, backend_name: str, repeats: int, results: str,
-                      roles: list[str]) -> tuple[list[float], tuple]:
-    params = StdioServerParameters(command=sys.executable, cwd=str(Path(__file__).resolve().parents[1]),
-                                   args=["-m", "cudaopt_mcp.server", "--results", results, "--backend", backend_name])
-    times, verdict = [], None
-    async with Client(params) as client:
-        run_id = (await client.call_tool("create_run", {"task": task_name})).structured_content["run_id"]
-        for i in range(repeats + 1):
-            args = {"run_id": run_id, "seed": SEED, "roles": roles, "timeout_s": 120}
-            if i:
-                args["candidate_id"] = "c0001"
-            start = time.perf_counter()
-            out = (await client.call_tool("evaluate", args)).structured_content
-            times.append(time.perf_counter() - start)
-            verdict = (out["correct"], tuple(c["status"] for c in out["cases"]))
-    return times[1:], verdict
+    return rows
 
 
 def main() -> int:
@@ -71,14 +79,17 @@ def main() -> int:
     parser.add_argument("--roles", nargs="*", default=["validation", "performance"])
     args = parser.parse_args()
     print(f"# MCP overhead on backend {args.backend}, {args.repeats} timed evaluations per path (after one warm-up)")
-    print(f"{'task':<14}{'direct_s':>10}{'mcp_s':>10}{'overhead':>10}  same verdict")
+    print("direct_s / mcp_s: wall time of one evaluation (median); engine_s: the engine's own total inside each")
+    print(f"{'task':<14}{'direct_s':>10}{'engine_s':>10}{'mcp_s':>10}{'engine_s':>10}{'overhead':>10}  same verdict")
     with tempfile.TemporaryDirectory() as results:
         for name in args.tasks:
-            d_times, d_verdict = direct(name, args.backend, args.repeats, args.roles)
-            m_times, m_verdict = anyio.run(through_mcp, name, args.backend, args.repeats, results, args.roles)
-            d, m = statistics.median(d_times), statistics.median(m_times)
-            print(f"{name:<14}{d:>10.3f}{m:>10.3f}{m / d - 1:>+10.1%}  {d_verdict == m_verdict} "
-                  f"({'correct' if d_verdict[0] else 'NOT correct'})")
+            rows = anyio.run(side_by_side, name, args.backend, args.repeats, results, args.roles)
+            d, de = statistics.median(rows["direct"]), statistics.median(rows["direct_engine"])
+            m, me = statistics.median(rows["mcp"]), statistics.median(rows["mcp_engine"])
+            same = len(rows["verdicts"]) == 1
+            correct = all(v[0] for v in rows["verdicts"])
+            print(f"{name:<14}{d:>10.3f}{de:>10.3f}{m:>10.3f}{me:>10.3f}{m / d - 1:>+10.1%}  {same} "
+                  f"({'correct' if correct else 'NOT correct'})")
     return 0
 
 
