@@ -32,15 +32,17 @@ from harness_tools.spec import bundled_task_names, resolve_task  # noqa: E402
 SEED = 20261129
 
 
-def direct_once(task_name: str, backend, roles: list[str]) -> tuple[float, float, tuple]:
+def direct_once(task_name: str, backend, roles: list[str], timing: dict) -> tuple[float, float, tuple]:
     task = resolve_task(task_name)
     start = time.perf_counter()
-    result = evaluate(task, candidates.baseline(task), backend, EvaluationConfig(seed=SEED, roles=roles))
+    config = EvaluationConfig(seed=SEED, roles=roles, **({"timing": timing} if timing else {}))
+    result = evaluate(task, candidates.baseline(task), backend, config)
     return time.perf_counter() - start, result.overhead.total_ms / 1e3, (
         result.correct, tuple(c.status for c in result.cases))
 
 
-async def side_by_side(task_name: str, backend_name: str, repeats: int, results: str, roles: list[str]) -> dict:
+async def side_by_side(task_name: str, backend_name: str, repeats: int, results: str, roles: list[str],
+                       timing: dict) -> dict:
     """Alternate direct and MCP evaluations (ABAB...), so drifts of the machine hit both alike."""
     # The SDK passes only a minimal environment to a stdio server: hand over ours (PYTHONPATH, caches).
     params = StdioServerParameters(command=sys.executable, cwd=str(Path(__file__).resolve().parents[1]),
@@ -52,8 +54,8 @@ async def side_by_side(task_name: str, backend_name: str, repeats: int, results:
         async with Client(params) as client:
             run_id = (await client.call_tool("create_run", {"task": task_name})).structured_content["run_id"]
             for i in range(repeats + 1):
-                wall, engine, verdict = await anyio.to_thread.run_sync(direct_once, task_name, backend, roles)
-                args = {"run_id": run_id, "seed": SEED, "roles": roles, "timeout_s": 120}
+                wall, engine, verdict = await anyio.to_thread.run_sync(direct_once, task_name, backend, roles, timing)
+                args = {"run_id": run_id, "seed": SEED, "roles": roles, "timeout_s": 120, **timing}
                 if i:
                     args["candidate_id"] = "c0001"
                 start = time.perf_counter()
@@ -77,13 +79,16 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tasks", nargs="*", default=bundled_task_names())
     parser.add_argument("--roles", nargs="*", default=["validation", "performance"])
+    parser.add_argument("--warmup", type=int, help="timing warm-up for both paths (default: each path's own)")
+    parser.add_argument("--reps", type=int, help="timed launches for both paths (default: each path's own)")
     args = parser.parse_args()
     print(f"# MCP overhead on backend {args.backend}, {args.repeats} timed evaluations per path (after one warm-up)")
     print("direct_s / mcp_s: wall time of one evaluation (median); engine_s: the engine's own total inside each")
     print(f"{'task':<14}{'direct_s':>10}{'engine_s':>10}{'mcp_s':>10}{'engine_s':>10}{'overhead':>10}  same verdict")
     with tempfile.TemporaryDirectory() as results:
         for name in args.tasks:
-            rows = anyio.run(side_by_side, name, args.backend, args.repeats, results, args.roles)
+            timing = {k: v for k, v in (("warmup", args.warmup), ("reps", args.reps)) if v is not None}
+            rows = anyio.run(side_by_side, name, args.backend, args.repeats, results, args.roles, timing)
             d, de = statistics.median(rows["direct"]), statistics.median(rows["direct_engine"])
             m, me = statistics.median(rows["mcp"]), statistics.median(rows["mcp_engine"])
             same = len(rows["verdicts"]) == 1
