@@ -68,8 +68,12 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
-def compile_candidate(candidate: Candidate, arch: str) -> CompileResult:
-    """Compile ``candidate`` to a cubin for ``arch`` (e.g. ``sm_90``); never raises for bad source."""
+def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None = None) -> CompileResult:
+    """Compile ``candidate`` to a cubin for ``arch`` (e.g. ``sm_90``); never raises for bad source.
+
+    NVRTC runs in a child process (:mod:`harness_tools.compile_worker`): a compile that hangs past
+    ``timeout_s`` (default 60 s, ``CUDAOPT_COMPILE_TIMEOUT_S``) or crashes the compiler is an error result.
+    """
     if not re.fullmatch(r"sm_\d{2,3}[a-z]?", arch):
         raise ValueError(f"arch must look like sm_90, got {arch!r}")
     version = nvrtc_version()
@@ -84,12 +88,26 @@ def compile_candidate(candidate: Candidate, arch: str) -> CompileResult:
         hit = _CACHE.get(key)
     if hit is not None:
         return hit.model_copy(update={"cached": True})
-    result = _run_nvrtc(verdict.source, options, arch, candidate.kernel_name, version)
+    result, cacheable = _run_isolated(verdict.source, options, arch, candidate.kernel_name, version, timeout_s)
+    if not cacheable:  # the compiler was killed or crashed: another try may behave differently
+        return result
     with _CACHE_LOCK:
         if len(_CACHE) >= _CACHE_MAX:
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = result
     return result
+
+
+def _run_isolated(source: str, options: list[str], arch: str, kernel: str, version: str,
+                  timeout_s: float | None) -> tuple[CompileResult, bool]:
+    from .compile_worker import DEFAULT_TIMEOUT_S, SERVICE
+
+    payload = {"source": source, "options": options, "arch": arch, "kernel": kernel, "version": version}
+    raw, failure = SERVICE.compile(payload, timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
+    if failure is not None:
+        return CompileResult(ok=False, status="error", arch=arch, kernel_name=kernel, log=failure, full_log=failure,
+                             compile_ms=0.0, nvrtc_version=version), False
+    return CompileResult.model_validate(raw), True
 
 
 def _options(candidate: Candidate, arch: str, source: str) -> list[str]:

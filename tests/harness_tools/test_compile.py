@@ -243,3 +243,18 @@ def test_nvrtc_loads_from_the_wheel_without_a_toolkit(tmp_path):
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("cubin ")
+
+
+def test_a_compile_past_its_timeout_is_an_error_and_the_next_compile_works():
+    """NVRTC runs in a child process: a hang costs that process only, never the caller."""
+    from harness_tools.candidate import Candidate
+    from harness_tools.compile import compile_candidate
+
+    def cand(tag: str) -> Candidate:
+        return Candidate(source=f'extern "C" __global__ void k(float* x) {{ x[0] = {tag}; }}\n', kernel_name="k",
+                         launch={"grid": [1], "block": [1]})
+
+    slow = compile_candidate(cand("1.0f"), "sm_90", timeout_s=0.001)
+    assert not slow.ok and slow.status == "error" and "did not finish within" in slow.log
+    again = compile_candidate(cand("1.0f"), "sm_90")  # not cached as a failure
+    assert again.ok and not again.cached and again.cubin

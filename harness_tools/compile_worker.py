@@ -1,0 +1,66 @@
+"""NVRTC in a process of its own: candidate source is hostile, and a source that makes the compiler hang
+or crash must cost that process only, never the caller (an MCP server, say).
+
+One persistent child (the same :class:`~harness_tools.worker.Worker` machinery as the backends) compiles
+on request; a compile that outlasts its timeout kills it, and the next request starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+
+from .worker import Worker, WorkerDied, WorkerTimeout
+
+DEFAULT_TIMEOUT_S = float(os.environ.get("CUDAOPT_COMPILE_TIMEOUT_S", "60"))
+EXECUTOR = "harness_tools.compile_worker:NvrtcExecutor"
+
+
+class NvrtcExecutor:
+    """Runs inside the child: one NVRTC compile per request."""
+
+    def __init__(self, device: int):
+        from .compile import nvrtc_version
+
+        self.version = nvrtc_version()
+        self.dead = False
+
+    def info(self) -> dict:
+        return {"nvrtc": self.version}
+
+    def compile(self, payload: dict) -> dict:
+        from .compile import _run_nvrtc
+
+        result = _run_nvrtc(payload["source"], payload["options"], payload["arch"], payload["kernel"],
+                            payload["version"])
+        # full_log and cubin are excluded from dumps on purpose; they must cross the pipe all the same.
+        return {**result.model_dump(), "full_log": result.full_log, "cubin": result.cubin}
+
+
+class _CompileService:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._worker: Worker | None = None
+
+    def compile(self, payload: dict, timeout_s: float) -> tuple[dict | None, str | None]:
+        """(result dict, None) or (None, why the compiler process failed)."""
+        with self._lock:
+            if self._worker is None:
+                self._worker = Worker(EXECUTOR)
+            try:
+                return self._worker.call("compile", payload, timeout_s), None
+            except WorkerTimeout:
+                return None, f"NVRTC did not finish within {timeout_s:g} s; the compile was aborted"
+            except WorkerDied as exc:
+                return None, f"NVRTC crashed on this source ({exc})"
+
+    def close(self) -> None:
+        with self._lock:
+            if self._worker is not None:
+                self._worker.close()
+                self._worker = None
+
+
+SERVICE = _CompileService()
+atexit.register(SERVICE.close)
