@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator
 
 from mcp.server import MCPServer
 
-from . import prompts, resources, tools
+from . import jobs, prompts, resources, tools
 from .state import ServerConfig, ServerState, add_serve_arguments, config_from_args
 from .transports import ServeError, serve_http
 
@@ -78,6 +78,7 @@ def build_server(config: ServerConfig) -> MCPServer:
     server = MCPServer("cudaopt", title="cudaopt: CUDA kernel optimisation", version=_version(),
                        instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING")
     tools.register(server)
+    jobs.register(server, jobs.JobTable())
     resources.register(server, shared.get)
     prompts.register(server)
     return server

@@ -14,7 +14,7 @@ from cudaopt_mcp.state import ServerConfig
 from harness_tools.spec import BUNDLED_DIR
 
 EXPECTED_TOOLS = {"list_tasks", "create_run", "list_runs", "get_run", "compile", "evaluate", "run", "compare", "time",
-                  "profile", "history", "best"}
+                  "profile", "history", "best", "start_evaluation", "job"}
 
 
 def client(results: Path, transport: str = "inprocess", **config) -> Client:
@@ -267,3 +267,33 @@ def test_two_clients_on_one_run_lose_no_candidates(tmp_path):
             assert got["run"]["candidates"] == 12
     anyio.run(main)
     assert sorted(ids) == [f"c{i:04d}" for i in range(1, 13)]
+
+
+def test_start_then_poll(tmp_path, kernels):
+    """Work that may outlast a client's call limit: start_evaluation answers at once, job() polls."""
+    async def main():
+        async with client(tmp_path / "results") as c:
+            run_id = (await call(c, "create_run", task="transpose")).structured_content["run_id"]
+            started = (await call(c, "start_evaluation", run_id=run_id)).structured_content
+            assert started["job_id"] == "job-0001" and started["status"] in ("running", "done")
+            for _ in range(600):
+                status = (await call(c, "job", job_id=started["job_id"])).structured_content
+                if status["status"] != "running":
+                    break
+                await anyio.sleep(0.1)
+            assert status["status"] == "done", status
+            assert status["result"]["correct"] and status["result"]["candidate_id"] == "c0001"
+            stored = (await call(c, "get_run", run_id=run_id)).structured_content  # stored like any evaluation
+            assert [r["status"] for r in stored["run"]["recent"]] == ["correct"]
+            wrong = (await call(c, "start_evaluation", run_id=run_id, source=kernels["wrong"])).structured_content
+            for _ in range(600):
+                status = (await call(c, "job", job_id=wrong["job_id"])).structured_content
+                if status["status"] != "running":
+                    break
+                await anyio.sleep(0.1)
+            assert status["status"] == "done" and not status["result"]["correct"]
+            for bad in ("job-9999", "../job-0001"):
+                refused = await call(c, "job", job_id=bad)
+                assert refused.is_error
+            assert (await call(c, "start_evaluation", run_id="run-999")).is_error
+    anyio.run(main)

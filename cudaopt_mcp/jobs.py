@@ -1,0 +1,143 @@
+"""Start-then-poll: evaluations that may outlast a client's tool-call limit (often 60 s).
+
+``start_evaluation`` takes the same arguments as ``evaluate``, starts the work in a background thread
+and answers at once with a ``job_id``; ``job`` reports progress and, once finished, the full evaluation
+(the same structured result ``evaluate`` returns). Jobs live in this server process; their results are
+also stored in the run like any evaluation, so after a restart ``get_run``/``best`` still show them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+import time
+from typing import Annotated, Literal
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult
+from pydantic import BaseModel, Field, ValidationError
+
+from harness_tools.errors import HarnessError
+
+from . import steps
+from .state import ServerState
+from .tool_models import EvaluateOutput
+from .tools import (ADDITIVE, READ_ONLY, Defines, Launch, Note, Options, Reps, Roles, RunId, Seed, Source,
+                    Tunables, Warmup, _result, _state, _tool)
+
+JOB_ID = re.compile(r"^job-\d{4,9}$")
+LongTimeout = Annotated[float, Field(gt=0, le=3600, description="seconds per case before the kernel is declared hung")]
+
+
+class JobOutput(BaseModel):
+    job_id: str
+    run_id: str
+    status: Literal["running", "done", "failed"]
+    progress: float = Field(description="stages done out of total")
+    total: float
+    message: str
+    elapsed_s: float
+    result: EvaluateOutput | None = Field(None, description="the evaluation, once done")
+    error: str | None = None
+    hint: str | None = None
+
+
+class _Job:
+    def __init__(self, job_id: str, run_id: str):
+        self.job_id, self.run_id = job_id, run_id
+        self.started = time.monotonic()
+        self.finished: float | None = None
+        self.stage: tuple[float, float, str] = (0.0, 4.0, "queued")
+        self.result: EvaluateOutput | None = None
+        self.error: str | None = None
+        self.lock = threading.Lock()
+
+    def progress(self, done: float, total: float, message: str) -> None:
+        with self.lock:
+            self.stage = (done, total, message)
+
+    def snapshot(self) -> JobOutput:
+        with self.lock:
+            end = self.finished or time.monotonic()
+            status = "failed" if self.error else ("done" if self.result is not None else "running")
+            return JobOutput(job_id=self.job_id, run_id=self.run_id, status=status, progress=self.stage[0],
+                             total=self.stage[1], message=self.stage[2], elapsed_s=round(end - self.started, 3),
+                             result=self.result, error=self.error,
+                             hint="poll job(job_id) again in a few seconds" if status == "running" else None)
+
+
+class JobTable:
+    def __init__(self):
+        self._jobs: dict[str, _Job] = {}
+        self._numbers = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def start(self, state: ServerState, run_id: str, **kwargs) -> _Job:
+        state.store.run(run_id)  # an unknown run is refused now, not inside the job
+        with self._lock:
+            job = _Job(f"job-{next(self._numbers):04d}", run_id)
+            self._jobs[job.job_id] = job
+        threading.Thread(target=self._work, args=(job, state, run_id, kwargs), name=job.job_id, daemon=True).start()
+        return job
+
+    def get(self, job_id: str) -> _Job:
+        if not JOB_ID.match(job_id or ""):
+            raise ToolError(f"invalid job id {job_id!r} (expected like job-0001)")
+        with self._lock:
+            job = self._jobs.get(job_id)
+        if job is None:
+            raise ToolError(f"unknown job {job_id!r}: jobs live in the server process that started them; after a "
+                            "restart, get_run and best show the stored results")
+        return job
+
+    @staticmethod
+    def _work(job: _Job, state: ServerState, run_id: str, kwargs: dict) -> None:
+        try:
+            result = steps.execute_step(state, "evaluate", run_id, progress=job.progress, **kwargs)
+            with job.lock:
+                job.result = result
+        except (HarnessError, ValidationError) as exc:
+            with job.lock:
+                job.error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a bug must still end the job visibly, not leave it "running"
+            with job.lock:
+                job.error = f"internal error: {type(exc).__name__}: {exc}"
+        finally:
+            with job.lock:
+                job.finished = time.monotonic()
+
+
+def register(server: MCPServer, table: JobTable) -> None:
+    @_tool(server, annotations=ADDITIVE)
+    async def start_evaluation(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
+                               defines: Defines = None, options: Options = None, tunables: Tunables = None,
+                               candidate_id: Annotated[str | None, Field(description="evaluate this stored candidate "
+                                                                                     "instead of a new one")] = None,
+                               note: Note = None, roles: Roles = None, seed: Seed = None, warmup: Warmup = None,
+                               reps: Reps = None, timeout_s: LongTimeout = 120.0) -> Annotated[CallToolResult, JobOutput]:
+        """Like evaluate, but for work that may take longer than your tool-call limit (big performance
+        cases, many repetitions, slow kernels): starts the evaluation in the background and returns a
+        job_id at once. Poll job(job_id) every few seconds; when its status is "done", its result is
+        exactly what evaluate would have returned (and the run's best is updated the same way)."""
+        cand = {"source": source, "launch": launch, "defines": defines, "options": options, "tunables": tunables}
+        try:
+            job = table.start(_state(ctx), run_id, candidate_id=candidate_id, cand_args=cand, note=note, roles=roles,
+                              seed=seed, warmup=warmup, reps=reps, timeout_s=timeout_s)
+        except HarnessError as exc:
+            raise ToolError(str(exc)) from exc
+        out = job.snapshot()
+        return _result(out, f"started {out.job_id} on {run_id}; poll job(job_id='{out.job_id}')")
+
+    @_tool(server, annotations=READ_ONLY)
+    async def job(job_id: Annotated[str, Field(description="job id returned by start_evaluation, e.g. 'job-0001'")],
+                  ) -> Annotated[CallToolResult, JobOutput]:
+        """Progress of a background evaluation started with start_evaluation: status running / done /
+        failed, the current stage and elapsed time; once done, the complete evaluation result."""
+        out = table.get(job_id).snapshot()
+        summary = f"{out.job_id}: {out.status} ({out.message}, {out.elapsed_s:.1f} s)"
+        if out.result is not None:
+            summary += f": {'CORRECT' if out.result.correct else 'NOT CORRECT'}"
+        return _result(out, summary, is_error=out.status == "failed")
