@@ -66,8 +66,13 @@ def _machine_key() -> str:
     return f"{cpu}|{model}|{compiler()[1]}"
 
 
+def runtime_defines() -> list[str]:
+    """``CUDAOPT_CPU_FORCE_UCONTEXT=1`` builds the portable ucontext fibers instead of the x86-64 switch."""
+    return ["-DCUDAOPT_CPU_FORCE_UCONTEXT"] if os.environ.get("CUDAOPT_CPU_FORCE_UCONTEXT") == "1" else []
+
+
 def runtime_hash() -> str:
-    digest = hashlib.sha256(_machine_key().encode())
+    digest = hashlib.sha256((_machine_key() + " ".join(runtime_defines())).encode())
     for path in sorted(RUNTIME_DIR.iterdir()):
         if path.suffix in (".h", ".cpp", ".S"):
             digest.update(path.name.encode() + path.read_bytes())
@@ -83,7 +88,8 @@ def runtime_library() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{os.getpid()}.libcudaopt_cpu.so")
     sources = [str(p) for p in sorted(RUNTIME_DIR.glob("*.cpp")) + sorted(RUNTIME_DIR.glob("*.S"))]
-    cmd = [cxx, "-O2", "-g", "-std=c++17", "-fPIC", "-shared", "-pthread", f"-I{RUNTIME_DIR}", *sources, "-o", str(tmp)]
+    cmd = [cxx, "-O2", "-g", "-std=c++17", "-fPIC", "-shared", "-pthread", *runtime_defines(), f"-I{RUNTIME_DIR}",
+           *sources, "-o", str(tmp)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
     if out.returncode != 0:
         raise BackendUnavailable(f"building the cpu runtime failed:\n{out.stderr[-4000:]}")

@@ -299,3 +299,22 @@ def test_votes_in_a_partial_last_warp_count_only_existing_lanes(cpu_backend, tmp
     task = load_task(tmp_path)
     result = evaluate(task, candidates.baseline(task), cpu_backend, VALIDATION)
     assert result.correct, result.failure
+
+
+def test_the_portable_ucontext_fibers_give_the_same_results(monkeypatch):
+    """The x86-64 context switch has a portable fallback; it must honour barriers and shuffles too."""
+    from harness_tools.backends import create_backend
+
+    monkeypatch.setenv("CUDAOPT_CPU_FORCE_UCONTEXT", "1")
+    backend = create_backend("cpu")  # a fresh worker, with its own runtime build
+    try:
+        assert "ucontext" in backend.device_info().driver_version
+        for task_name, source, launch in [("sgemm", TILED_SGEMM, TILED_SGEMM_LAUNCH),
+                                          ("softmax_rows", WARP_SOFTMAX, WARP_SOFTMAX_LAUNCH)]:
+            task, cand = _candidate(task_name, source, launch)
+            result = evaluate(task, cand, backend, VALIDATION)
+            assert result.correct, result.failure
+        task, cand = _candidate("transpose", DIVERGENT)
+        assert "kernel.cu(5)" in evaluate(task, cand, backend, VALIDATION).cases[0].run.message
+    finally:
+        backend.close()
