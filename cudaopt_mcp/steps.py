@@ -28,7 +28,7 @@ from harness_tools import candidate as candidates
 from harness_tools.candidate import Candidate
 from harness_tools.compile import CompileResult, compile_candidate
 from harness_tools.errors import HarnessError
-from harness_tools.evaluate import EvaluationConfig, EvaluationResult, evaluate
+from harness_tools.evaluate import EvaluationConfig, EvaluationResult, evaluate, fast_tmp_dir
 from harness_tools.spec import Expr, LaunchSpec, Task, bundled_task_names, load_task, resolve_task
 
 from . import summaries as S
@@ -236,7 +236,7 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
     validated_before = _validated(task, folder)
     marker = folder / ".evaluating"
     marker.touch()
-    scratch = Path(tempfile.mkdtemp(prefix="cudaopt-mcp-", dir=_fast_tmp()))
+    scratch = Path(tempfile.mkdtemp(prefix="cudaopt-mcp-", dir=fast_tmp_dir()))
     try:
         n_cases = sum(1 for c in task.spec.cases if c.role in roles)
         progress(2, 4, f"running {n_cases} {'/'.join(roles)} case(s) on {state.backend_name}")
@@ -346,8 +346,3 @@ def compare_step(state: ServerState, run_id: str, candidate_id: str) -> CompareO
     return CompareOutput(run_id=run_id, candidate_id=candidate_id, source_record=name, seed=result.seed,
                          correct=result.correct, cases=[S.case_outcome(c, with_timing=False) for c in result.cases],
                          record_uri=S.artifact_uri(run_id, candidate_id, name))
-
-
-def _fast_tmp() -> str | None:
-    shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() and shutil.disk_usage(shm).free > (8 << 30) else None

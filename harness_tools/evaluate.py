@@ -113,7 +113,7 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
         result.failure = f"compile {compiled.status}: " + _first_line(compiled.log, "error")
         overhead.total_ms = (time.perf_counter() - started) * 1e3
         return result
-    scratch = Path(config.outputs_dir) if config.outputs_dir else Path(tempfile.mkdtemp(prefix="cudaopt-", dir=_fast_tmp()))
+    scratch = Path(config.outputs_dir) if config.outputs_dir else Path(tempfile.mkdtemp(prefix="cudaopt-", dir=fast_tmp_dir()))
     try:
         cases = [c for role in ("validation", "performance") if role in config.roles
                  for c in task.spec.cases if c.role == role]
@@ -263,7 +263,8 @@ class _CaseRunner:
         return flops, gbps
 
 
-def _fast_tmp() -> str | None:
+def fast_tmp_dir() -> str | None:
+    """Where scratch inputs and outputs go: /dev/shm when it has room (they can be hundreds of MB)."""
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() and shutil.disk_usage(shm).free > (8 << 30) else None
 

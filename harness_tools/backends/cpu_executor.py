@@ -23,14 +23,10 @@ from ..inputs import POISON_BYTE
 from ..timing import summarize
 from .cpu_build import build_kernel, runtime_library
 from .cpu_translate import needs_fibers, unsupported
+from .kernel_args import argument_array
 
 OK, KERNEL_ERROR, OUT_OF_BOUNDS, CRASH, BAD_LAUNCH = range(5)
 _ERROR_NAMES = {KERNEL_ERROR: "CPU_KERNEL_ERROR", OUT_OF_BOUNDS: "CPU_OUT_OF_BOUNDS", CRASH: "CPU_CRASH"}
-_CTYPES = {
-    "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
-    "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
-    "float32": ctypes.c_float, "float64": ctypes.c_double,
-}
 
 
 class Buffer(ctypes.Structure):
@@ -94,7 +90,7 @@ class CpuExecutor:
         config = LaunchConfig((ctypes.c_uint * 3)(*request.grid), (ctypes.c_uint * 3)(*request.block),
                               request.shared_mem, int(needs_fibers(request.source)), self.os_threads,
                               table, len(buffers), ctypes.cast(error, ctypes.c_char_p), len(error))
-        holders, args = _arguments(request.args, buffers)
+        holders, args = argument_array(request.args, {name: buf.data for name, buf in buffers.items()})
         run = CaseRun(status="ok", load_ms=load_ms)
         start = time.perf_counter()
         code = launch(ctypes.byref(config), args)
@@ -184,19 +180,6 @@ def _view(address: int, nbytes: int) -> np.ndarray:
     if nbytes == 0:
         return np.empty(0, dtype=np.uint8)
     return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
-
-
-def _arguments(args: list[ArgSpec], buffers: dict[str, Buffer]) -> tuple[list, ctypes.Array]:
-    holders: list = []
-    for arg in args:
-        if arg.kind == "buffer":
-            holders.append(ctypes.c_void_p(buffers[arg.name].data))
-        elif arg.dtype == "float16":
-            holders.append(ctypes.c_uint16(int(np.float16(arg.value).view(np.uint16))))
-        else:
-            holders.append(_CTYPES[arg.dtype](arg.value))
-    array = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
-    return holders, array
 
 
 def _cpu_model() -> str:
