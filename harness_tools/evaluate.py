@@ -206,7 +206,7 @@ class _CaseRunner:
         t0 = time.perf_counter()
         spec = self.task.spec
         for buf in spec.outputs:
-            got = np.load(run.outputs[buf.name])
+            got = _load_output(run.outputs[buf.name])
             result.outputs.append(compare(buf.name, got, expected[buf.name], spec.tolerance[buf.dtype], case.sizes))
         self.overhead.compare_ms += (time.perf_counter() - t0) * 1e3
         result.max_abs_err = max(o.max_abs_err for o in result.outputs)
@@ -261,6 +261,11 @@ class _CaseRunner:
         flops = evaluate_expression(metrics.flops, case.sizes) / seconds / 1e12 if metrics.flops is not None else None
         gbps = evaluate_expression(metrics.bytes, case.sizes) / seconds / 1e9 if metrics.bytes is not None else None
         return flops, gbps
+
+
+def _load_output(path: str) -> np.ndarray:
+    """A big output is mapped, not copied: it is read once, straight from the (usually in-memory) file."""
+    return np.load(path, mmap_mode="r" if Path(path).stat().st_size > (1 << 20) else None)
 
 
 def fast_tmp_dir() -> str | None:

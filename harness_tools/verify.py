@@ -46,10 +46,13 @@ def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: T
     rtol = float(tolerance.rtol)
     got_all, ref_all = output.reshape(-1), reference.reshape(-1)
     acc = _Accumulator()
+    scratch = _Scratch(min(CHUNK, got_all.size))
     for start in range(0, got_all.size, CHUNK):
-        got = got_all[start : start + CHUNK].astype(np.float64)
-        ref = ref_all[start : start + CHUNK].astype(np.float64)
-        acc.add(start, *_chunk_errors(got, ref, atol, rtol))
+        n = min(CHUNK, got_all.size - start)
+        got, ref = scratch.got[:n], scratch.ref[:n]
+        np.copyto(got, got_all[start : start + n], casting="unsafe")
+        np.copyto(ref, ref_all[start : start + n], casting="unsafe")
+        acc.add(start, *_chunk_errors(got, ref, atol, rtol, scratch))
     first = None
     if acc.first is not None:
         i = acc.first
@@ -62,27 +65,48 @@ def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: T
     )
 
 
-def _chunk_errors(got: np.ndarray, ref: np.ndarray, atol: float, rtol: float):
+class _Scratch:
+    """Per-comparison work arrays, reused chunk after chunk: fresh temporaries for every chunk of a
+    multi-GB comparison cost a page fault per 4 KiB and made comparison memory-allocator-bound."""
+
+    def __init__(self, n: int):
+        self.got, self.ref, self.err, self.aux = (np.empty(n, np.float64) for _ in range(4))
+        self.bad, self.ref_finite, self.got_finite = (np.empty(n, np.bool_) for _ in range(3))
+
+
+def _chunk_errors(got: np.ndarray, ref: np.ndarray, atol: float, rtol: float, scratch: _Scratch):
     """(bad mask, max abs err, max rel err, non-finite outputs where the reference is finite)."""
-    ref_finite = np.isfinite(ref)
-    got_finite = np.isfinite(got)
+    n = got.size
+    err, aux, bad = scratch.err[:n], scratch.aux[:n], scratch.bad[:n]
+    ref_finite, got_finite = scratch.ref_finite[:n], scratch.got_finite[:n]
+    np.isfinite(ref, out=ref_finite)
+    np.isfinite(got, out=got_finite)
     with np.errstate(invalid="ignore", over="ignore"):
-        abs_err = np.abs(got - ref)
-        bad = ~(abs_err <= atol + rtol * np.abs(ref))  # NaN compares false: NaN is bad
-    special = ~ref_finite
-    if special.any():  # where the reference is not finite only an identical value passes
+        np.subtract(got, ref, out=err)
+        np.abs(err, out=err)
+        np.abs(ref, out=aux)
+        np.multiply(aux, rtol, out=aux)
+        np.add(aux, atol, out=aux)
+        np.less_equal(err, aux, out=bad)
+        np.logical_not(bad, out=bad)  # NaN compares false: NaN is bad
+    if not ref_finite.all():  # where the reference is not finite only an identical value passes
+        special = ~ref_finite
         same = (np.isnan(ref) & np.isnan(got)) | (ref == got)
         bad[special] = ~same[special]
-    both = ref_finite & got_finite
-    nonfinite = int(np.count_nonzero(ref_finite & ~got_finite))
-    if nonfinite:
-        return bad, float("inf"), float("inf"), nonfinite
-    if not both.any():
-        return bad, 0.0, 0.0, 0
-    err = abs_err[both]
+    if not got_finite.all():
+        nonfinite = int(np.count_nonzero(ref_finite & ~got_finite))
+        if nonfinite:
+            return bad, float("inf"), float("inf"), nonfinite
+    np.logical_and(ref_finite, got_finite, out=got_finite)  # both finite
+    np.abs(ref, out=aux)
+    np.maximum(aux, np.finfo(np.float64).tiny, out=aux)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rel = err / np.maximum(np.abs(ref[both]), np.finfo(np.float64).tiny)
-    return bad, float(err.max()), float(rel.max()), 0
+        np.divide(err, aux, out=aux)
+    if got_finite.all():
+        return bad, float(err.max()), float(aux.max()), 0
+    if not got_finite.any():
+        return bad, 0.0, 0.0, 0
+    return bad, float(err[got_finite].max()), float(aux[got_finite].max()), 0
 
 
 class _Accumulator:

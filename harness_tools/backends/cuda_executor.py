@@ -19,16 +19,12 @@ import numpy as np
 from ..execution import ArgSpec, CaseRequest, CaseRun
 from ..inputs import POISON_BYTE, TAIL_BYTES
 from ..timing import TimingPlan, measure, summarize
+from .kernel_args import argument_array
 
 from cuda.bindings import driver as cu  # noqa: E402  (worker process only)
 
 # Errors after which the context is corrupt and the process must end (CUDA driver API docs).
 STICKY = {700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 721, 999}
-_CTYPES = {
-    "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
-    "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
-    "float32": ctypes.c_float, "float64": ctypes.c_double, "float16": ctypes.c_uint16,
-}
 
 
 class CudaFailure(Exception):
@@ -97,7 +93,8 @@ class CudaExecutor:
             if problem:
                 return CaseRun(status="invalid_launch", message=problem, load_ms=run.load_ms).model_dump()
             buffers = self._allocate(request.args)
-            holders, params = _kernel_params(request.args, buffers)
+            holders, array = argument_array(request.args, {arg.name: int(ptr) for arg, ptr, _, _ in buffers})
+            params = ctypes.addressof(array)
             start = time.perf_counter()
             self._launch(function, request, params)
             _ok(cu.cuStreamSynchronize(self.stream), "kernel execution")
@@ -236,19 +233,3 @@ class _EventTimer:
 
 def _offset(ptr, nbytes: int):
     return cu.CUdeviceptr(int(ptr) + nbytes)
-
-
-def _kernel_params(args: list[ArgSpec], buffers) -> tuple[list, int]:
-    """A void*[] of pointers to each argument's value; returns the holders (keep alive) and its address."""
-    pointers = iter(int(ptr) for _, ptr, _, _ in buffers)
-    holders: list = []
-    for arg in args:
-        if arg.kind == "buffer":
-            holders.append(ctypes.c_uint64(next(pointers)))
-        elif arg.dtype == "float16":  # passed as its bit pattern
-            holders.append(ctypes.c_uint16(int(np.float16(arg.value).view(np.uint16))))
-        else:
-            holders.append(_CTYPES[arg.dtype](arg.value))
-    array = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
-    holders.append(array)
-    return holders, ctypes.addressof(array)

@@ -1,9 +1,8 @@
 """Kernel arguments in launch form: a ``void*[]`` whose entries point at each argument's value.
 
-cuLaunchKernel's ``kernelParams`` and the cpu backend's generated launcher take exactly this. The cpu
-executor builds it here; the cuda executor still has its own copy (``_kernel_params``), kept as it was last
-tested on the GPU until a GPU run can confirm the switch. Buffers are passed as their 64-bit device address, scalars in their dtype
-(float16 as its bit pattern).
+cuLaunchKernel's ``kernelParams`` and the cpu backend's generated launcher take exactly this; both
+executors build it here. Buffers are passed as their 64-bit address, scalars in their dtype (float16 as its
+bit pattern).
 """
 
 from __future__ import annotations
