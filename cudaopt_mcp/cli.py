@@ -104,10 +104,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     cand = _candidate(task, args)
     backend_name = args.backend or _default_backend()
     on_cpu = backend_name == "cpu"
-    if on_cpu and not args.only:
-        print("cudaopt: cpu backend: validation cases only (performance sizes are meant for a GPU; "
+    roles = [args.only] if args.only else task.spec.default_roles(backend_name)
+    if on_cpu and not args.only and "performance" not in roles:
+        print("cudaopt: cpu backend: validation cases only (this task's performance sizes are meant for a GPU; "
               "--only performance times them anyway, in CPU time)", file=sys.stderr)
-    roles = [args.only] if args.only else (["validation"] if on_cpu else ["validation", "performance"])
     warmup = args.warmup if args.warmup is not None else (1 if on_cpu else 10)
     reps = args.reps if args.reps is not None else (5 if on_cpu else 100)
     config = EvaluationConfig(

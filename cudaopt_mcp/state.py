@@ -96,10 +96,6 @@ class ServerState:
                 self._backend = None
 
     # ---- defaults that depend on the backend ------------------------------------------------------
-    def default_roles(self) -> list[Literal["validation", "performance"]]:
-        """On the cpu backend performance sizes are meant for a GPU: validate only unless asked."""
-        return ["validation"] if self.backend_name == "cpu" else ["validation", "performance"]
-
     def timing_plan(self, warmup: int | None, reps: int | None) -> TimingPlan:
         cpu = self.backend_name == "cpu"
         return TimingPlan(warmup=warmup if warmup is not None else (1 if cpu else 10),

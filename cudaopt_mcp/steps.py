@@ -225,7 +225,7 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
     store = state.store
     progress(1, 4, f"compiling {candidate_id}")
     compiled = _compile(state, run_id, candidate_id, cand)
-    roles = roles or (["performance"] if step == "time" else state.default_roles())
+    roles = roles or (["performance"] if step == "time" else task.spec.default_roles(state.backend_name))
     out = EvaluateOutput(run_id=run_id, candidate_id=candidate_id, step=step, correct=False, backend=state.backend_name,
                          roles=list(roles), compile=S.compile_brief(compiled), cases=[],
                          source_uri=S.artifact_uri(run_id, candidate_id, "kernel.cu"), elapsed_s=0.0)
@@ -238,7 +238,7 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
     marker.touch()
     scratch = Path(tempfile.mkdtemp(prefix="cudaopt-mcp-", dir=fast_tmp_dir()))
     try:
-        n_cases = sum(1 for c in task.spec.cases if c.role in roles)
+        n_cases = len(task.spec.cases_for(roles, state.backend_name))
         progress(2, 4, f"running {n_cases} {'/'.join(roles)} case(s) on {state.backend_name}")
         config = config.model_copy(update={"roles": list(roles), "outputs_dir": str(scratch)})
         with state.engine_lock:

@@ -77,7 +77,7 @@ def task_summary(task: Task, run_id: str) -> TaskSummary:
               for p in spec.params]
     return TaskSummary(
         name=spec.name, description=spec.description, kernel_name=spec.kernel_name, signature=signature(task),
-        params=params, cases=[CaseInfo(name=c.name, role=c.role, sizes=c.sizes) for c in spec.cases],
+        params=params, cases=[CaseInfo(name=c.name, role=c.role, sizes=c.sizes, backends=c.backends) for c in spec.cases],
         tolerance={k: ToleranceInfo(atol=v.atol, rtol=v.rtol) for k, v in spec.tolerance.items()},
         reference=spec.reference.kind, baseline_launch=spec.baseline.launch, baseline_defines=dict(spec.baseline.defines),
         tunables=dict(spec.tunables.params) if spec.tunables else None,

@@ -44,6 +44,7 @@ class CaseInfo(BaseModel):
     name: str
     role: Literal["validation", "performance"]
     sizes: dict[str, int]
+    backends: list[str] | None = Field(None, description="backends the case runs on (absent: all)")
 
 
 class ToleranceInfo(BaseModel):

@@ -115,8 +115,7 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
         return result
     scratch = Path(config.outputs_dir) if config.outputs_dir else Path(tempfile.mkdtemp(prefix="cudaopt-", dir=fast_tmp_dir()))
     try:
-        cases = [c for role in ("validation", "performance") if role in config.roles
-                 for c in task.spec.cases if c.role == role]
+        cases = task.spec.cases_for(config.roles, backend.name)
         env.clocks_before = read_clocks()
         runner = _CaseRunner(task, backend, config, seed, scratch, overhead, compiled)
         for index, case in enumerate(cases):
@@ -131,6 +130,9 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
     failed = next((c for c in result.cases if not c.passed), None)
     if failed:
         result.failure = f"case {failed.name}: {failed.status}: {failed.message}"
+    if not result.cases:
+        result.failure = (f"no {'/'.join(config.roles)} case of task {task.name} runs on the {backend.name} backend "
+                          f"(cases name their backends in task.json)")
     timed = [c.median_ms for c in result.cases if c.role == "performance"]
     if result.correct and timed and all(t is not None for t in timed):
         result.score_ms = geomean(timed)  # type: ignore[arg-type]

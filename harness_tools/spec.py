@@ -74,6 +74,12 @@ class Case(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     role: Literal["validation", "performance"]
     sizes: dict[str, int]
+    backends: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]] | None = Field(
+        None, min_length=1, description="the backends this case runs on (default: all); e.g. GPU-sized performance "
+                                        "cases ['cuda'] and a CPU-sized one ['cpu']")
+
+    def runs_on(self, backend: str) -> bool:
+        return self.backends is None or backend in self.backends
 
 
 class LaunchSpec(Strict):
@@ -164,6 +170,19 @@ class TaskSpec(Strict):
     @property
     def outputs(self) -> list[BufferParam]:
         return [p for p in self.buffers if p.role != "in"]
+
+    def cases_for(self, roles: list[str], backend: str) -> list[Case]:
+        """The cases of these roles that run on ``backend``: validation cases first, then performance."""
+        return [c for role in ("validation", "performance") if role in roles
+                for c in self.cases if c.role == role and c.runs_on(backend)]
+
+    def default_roles(self, backend: str) -> list[Literal["validation", "performance"]]:
+        """Every role on a GPU; on the cpu backend performance cases only where some are sized for it
+        (they name 'cpu' in ``backends``): the others are GPU-sized and would take minutes on a CPU."""
+        if backend != "cpu" or any(c.role == "performance" and c.backends and "cpu" in c.backends
+                                   for c in self.cases):
+            return ["validation", "performance"]
+        return ["validation"]
 
     def case(self, name: str) -> Case:
         for c in self.cases:

@@ -97,7 +97,10 @@ def test_without_a_gpu_eval_falls_back_to_the_cpu_backend(tmp_path):
     assert "no GPU found; using the cpu backend" in out.stderr
     data = json.loads(out.stdout)
     assert data["backend"] == "cpu" and data["correct"] is True
-    assert {c["role"] for c in data["cases"]} == {"validation"}
+    # on the cpu backend only the performance case sized for a CPU runs, timed in CPU time
+    timed = [c for c in data["cases"] if c["role"] == "performance"]
+    assert [c["name"] for c in timed] == ["perf_cpu_1024x1024"]
+    assert data["score_ms"] is not None and timed[0]["timing"]["clock"] == "cpu-wall-clock"
 
 
 def test_cpu_eval_table_labels_cpu_timings(tmp_path):

@@ -64,8 +64,11 @@ def test_baseline_then_wrong_then_broken_kernel(tmp_path, kernels):
             base = await c.call_tool("evaluate", {"run_id": run_id}, progress_callback=on_progress)
             out = base.structured_content
             assert not base.is_error, text(base)
-            assert out["correct"] and out["candidate_id"] == "c0001" and out["roles"] == ["validation"]
-            assert [case["status"] for case in out["cases"]] == ["passed"] * 6
+            # cpu backend: the validation cases and the one performance case sized for a CPU
+            assert out["correct"] and out["candidate_id"] == "c0001" and out["roles"] == ["validation", "performance"]
+            assert [case["status"] for case in out["cases"]] == ["passed"] * 7
+            assert out["cases"][-1]["name"] == "perf_cpu_1024x1024" and out["score_ms"] > 0
+            assert out["clock"] == "cpu-wall-clock"
             assert out["compile"]["registers"] > 0
             assert progress and progress[-1][0] == progress[-1][1] == 4
             assert [p[0] for p in progress] == sorted(p[0] for p in progress)
