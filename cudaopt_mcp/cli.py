@@ -1,7 +1,7 @@
-"""The ``cudaopt`` command line: ``tasks`` and ``eval`` (later issues add ``serve`` and ``optimize``).
+"""The ``cudaopt`` command line: ``tasks``, ``eval``, ``serve`` and ``optimize``.
 
-Exit codes: 0 success (for ``eval``: the candidate is correct), 1 the candidate is not correct,
-2 bad input or an unusable environment (the message says which).
+Exit codes: 0 success (for ``eval``: the candidate is correct; for ``optimize``: a correct candidate was
+found), 1 not correct / none found, 2 bad input or an unusable environment (the message says which).
 """
 
 from __future__ import annotations
@@ -75,7 +75,20 @@ def _parser() -> argparse.ArgumentParser:
     srv = sub.add_parser("serve", help="run the MCP server (stdio by default, or streamable HTTP)")
     add_serve_arguments(srv)
     srv.set_defaults(func=_cmd_serve)
+
+    from .client.command import add_optimize_arguments
+
+    opt = sub.add_parser("optimize", help="the autonomous loop: baseline, then proposals (LLM or tuner) evaluated "
+                                          "through the MCP server")
+    add_optimize_arguments(opt, available_backends())
+    opt.set_defaults(func=_cmd_optimize)
     return parser
+
+
+def _cmd_optimize(args: argparse.Namespace) -> int:
+    from .client.command import run_optimize
+
+    return run_optimize(args)
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

@@ -40,14 +40,18 @@ def load_template(name: str) -> string.Template:
                         "(set CUDAOPT_PROMPTS_DIR to the prompts/ folder)")
 
 
-def render_optimize(state: ServerState, run_id: str) -> str:
+def render_optimize(state: ServerState, run_id: str, mode: str = "tools") -> str:
+    """The optimisation prompt. ``mode``: 'tools' (the model calls our tools itself) or 'reply' (a client
+    such as ``cudaopt optimize`` asks the model for one candidate per reply and evaluates it)."""
+    if mode not in ("tools", "reply"):
+        raise ValueError(f"mode must be 'tools' or 'reply', not {mode!r}")
     store = state.store
     record = store.run(run_id)
     task = store.task(run_id)
     summary = S.task_summary(task, run_id)
     info = S.run_info(store, record, state.backend_name, state.is_active, recent=1)
     cases = "\n".join(f"- {c.name} ({c.role}): " + ", ".join(f"{k}={v}" for k, v in c.sizes.items())
-                      for c in summary.cases)
+                      for c in task.spec.cases_for(["validation", "performance"], record.backend))
     tolerances = "; ".join(f"{dtype}: atol={t.atol}, rtol={t.rtol}" for dtype, t in summary.tolerance.items())
     budget = (f"{info.budget.used} candidates used of {info.budget.max_candidates}" if info.budget.max_candidates
               else f"{info.budget.used} candidates used (no limit)")
@@ -56,48 +60,106 @@ def render_optimize(state: ServerState, run_id: str) -> str:
         best = f"{info.best.candidate_id} at {info.best.score_ms:.4g} ms"
         if info.best.speedup_vs_baseline:
             best += f" ({info.best.speedup_vs_baseline:.3g}x the baseline)"
-    source = task.read(task.spec.baseline.source)
-    if len(source) > MAX_SOURCE_CHARS:
-        source = source[:MAX_SOURCE_CHARS] + f"\n// … [cut; full source at {summary.baseline_source_uri}]"
     values = {
         "run_id": run_id, "backend": info.server_backend, "task_name": summary.name,
         "description": summary.description, "signature": summary.signature, "cases": cases, "tolerances": tolerances,
         "baseline_launch": json.dumps(summary.baseline_launch.model_dump())
         + (f" with defines {json.dumps(summary.baseline_defines)}" if summary.baseline_defines else ""),
         "tunables": json.dumps(summary.tunables) if summary.tunables else "none",
-        "baseline_source": source, "budget": budget, "best": best, "feedback": latest_feedback(state, run_id),
+        "baseline_source": _cut(task.read(task.spec.baseline.source), summary.baseline_source_uri),
+        "budget": budget, "best": best, "best_source": _best_source(state, run_id, info.best),
+        "attempts": _attempts(state, run_id), "feedback": latest_feedback(state, run_id),
     }
+    values["how_to_work"] = load_template(f"optimize_{mode}").safe_substitute(values).strip()
     return load_template("optimize").safe_substitute(values)
 
 
+def _cut(source: str, uri: str) -> str:
+    if len(source) <= MAX_SOURCE_CHARS:
+        return source
+    return source[:MAX_SOURCE_CHARS] + f"\n// … [cut; full source at {uri}]"
+
+
+def _best_source(state: ServerState, run_id: str, best) -> str:
+    if best is None:
+        return ""
+    cand = state.store.read_json(run_id, best.candidate_id, "candidate.json") or {}
+    if cand.get("baseline") or "candidate" not in cand:
+        return ""
+    c = cand["candidate"]
+    launch = json.dumps(c.get("launch")) + (f", defines {json.dumps(c['defines'])}" if c.get("defines") else "")
+    source = _cut(c.get("source", ""), best.source_uri)
+    return f"Best candidate's launch: {launch}\n\nBest candidate's source:\n\n```cuda\n{source}\n```\n"
+
+
+def _attempts(state: ServerState, run_id: str, limit: int = 20) -> str:
+    """One line per candidate (the newest ``limit``): id, idea, status, score."""
+    ids = state.store.candidate_ids(run_id)
+    lines = [f"- ({len(ids) - limit} earlier candidates not shown)"] if len(ids) > limit else []
+    for cid in ids[-limit:]:
+        b = S.candidate_brief(state.store, run_id, cid, state.is_active(run_id, cid))
+        line = f"- {cid}: {b.status}"
+        line += f", {b.score_ms:.4g} ms" if b.score_ms is not None else ""
+        line += f", {b.registers} registers" if b.registers is not None else ""
+        line += f" — {b.note[:160]}" if b.note else ""
+        line += f" — {b.failure[:160]}" if b.failure and b.status != "correct" else ""
+        lines.append(line)
+    return "\n".join(lines) or "none yet"
+
+
 def latest_feedback(state: ServerState, run_id: str) -> str:
-    """What the newest candidate's latest record says, in a few lines."""
+    """What the newest candidate's latest records say: compile report, every case, score and speed-ups."""
     ids = state.store.candidate_ids(run_id)
     if not ids:
         return "No candidate evaluated yet. Start by evaluating the baseline (evaluate with no source)."
     cid = ids[-1]
-    brief = S.candidate_brief(state.store, run_id, cid, state.is_active(run_id, cid))
+    store = state.store
+    brief = S.candidate_brief(store, run_id, cid, state.is_active(run_id, cid))
     lines = [f"Candidate {cid}: {brief.status}" + (f" ({brief.note})" if brief.note else "")]
-    if brief.failure:
+    compiled = store.read_json(run_id, cid, "compile.json") or {}
+    r = compiled.get("resources") or {}
+    if compiled.get("ok"):
+        lines.append(f"Compile: ok, {r.get('registers')} registers, spills {r.get('spill_store_bytes', 0)} B stored / "
+                     f"{r.get('spill_load_bytes', 0)} B loaded, stack {r.get('stack_bytes', 0)} B, "
+                     f"static shared {r.get('static_shared_bytes', 0)} B")
+    elif compiled:
+        lines.append(f"Compile {compiled.get('status')}:\n{S.excerpt(compiled.get('log', ''))}")
+    latest = S.latest_record(store.candidate_dir(run_id, cid))
+    if latest:
+        lines += [_case_line(case) for case in latest[1].get("cases", [])]
+    if brief.failure and brief.status != "correct":
         lines.append(f"Failure: {brief.failure}")
     if brief.score_ms is not None:
-        lines.append(f"Score: {brief.score_ms:.4g} ms")
-    if brief.registers is not None:
-        lines.append(f"Registers: {brief.registers}")
-    latest = S.latest_record(state.store.candidate_dir(run_id, cid))
-    if latest:
-        for case in latest[1].get("cases", []):
-            if not case.get("passed") and case.get("message"):
-                lines.append(f"- {case['name']}: {case['status']}: {case['message'][:S.MESSAGE_CHARS]}")
+        baseline, best = S.baseline_score(store, run_id), store.best(run_id)
+        line = f"Score: {brief.score_ms:.4g} ms"
+        if baseline:
+            line += f", {baseline / brief.score_ms:.3g}x the baseline ({baseline:.4g} ms)"
+        if best and best.candidate_id != cid:
+            line += f", {best.score_ms / brief.score_ms:.3g}x the best ({best.candidate_id}, {best.score_ms:.4g} ms)"
+        lines.append(line)
     return "\n".join(lines)
+
+
+def _case_line(case: dict) -> str:
+    line = f"- {case['name']} ({case['role']}): {case['status']}"
+    timing = case.get("timing") or {}
+    if timing.get("median_ms") is not None:
+        line += f", median {timing['median_ms']:.4g} ms (min {timing.get('min_ms', 0):.4g}, cv {timing.get('cv', 0):.1%})"
+    if case.get("max_abs_err") is not None and case["status"] in ("passed", "mismatch"):
+        line += f", max abs err {case['max_abs_err']:.3g}"
+    if not case.get("passed") and case.get("message"):
+        line += f": {case['message'][:S.MESSAGE_CHARS]}"
+    return line
 
 
 def register(server: MCPServer) -> None:
     @server.prompt(name="optimize", title="Optimise a run's kernel")
-    def optimize(run_id: str, ctx: Context) -> str:
-        """Instructions to optimise the kernel of a run, with its task, best result and latest feedback."""
+    def optimize(run_id: str, ctx: Context, mode: str = "tools") -> str:
+        """Instructions to optimise the kernel of a run, with its task, best result, attempts and latest
+        feedback. mode 'tools' (default): the model calls the tools itself; 'reply': it answers with one
+        candidate per message and a client evaluates it."""
         state: ServerState = ctx.request_context.lifespan_context
         try:
-            return render_optimize(state, run_id)
+            return render_optimize(state, run_id, mode)
         except RunError as exc:
             raise ValueError(str(exc)) from None

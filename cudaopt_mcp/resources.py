@@ -67,6 +67,18 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
         path = state_of().store.run_file(run_id, "history.jsonl")
         return path.read_text() if path.is_file() else ""
 
+    @server.resource("cudaopt://runs/{run_id}/best/{name}", name="best kernel export")
+    @guarded
+    def best_export(run_id: str, name: str) -> str:
+        """The run's best kernel exported standalone: best_kernel.cu (defines baked in, launch configuration
+        in its header comment) or best_launch.json."""
+        if name not in ("best_kernel.cu", "best_launch.json"):
+            raise RunError(f"no export {name!r}: ask for best_kernel.cu or best_launch.json")
+        path = state_of().store.run_file(run_id, name)
+        if not path.is_file():
+            raise RunError(f"run {run_id} has no scored best candidate yet, so nothing is exported")
+        return path.read_text()
+
     @server.resource("cudaopt://runs/{run_id}/task/{name}", name="task file")
     @guarded
     def task_file(run_id: str, name: str) -> str:

@@ -178,6 +178,10 @@ class RunStore:
                 return candidate_id
         return None
 
+    def run_dir(self, run_id: str) -> Path:
+        """The folder of a known run (the id is validated)."""
+        return self._run_dir(run_id)
+
     def run_file(self, run_id: str, name: str) -> Path:
         """A file directly in the run folder (``baseline.json``, ...); the name is validated."""
         if not ARTIFACT.match(name or "") or ".." in name:

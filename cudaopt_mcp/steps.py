@@ -32,6 +32,7 @@ from harness_tools.evaluate import EvaluationConfig, EvaluationResult, evaluate,
 from harness_tools.spec import Expr, LaunchSpec, Task, bundled_task_names, load_task, resolve_task
 
 from . import summaries as S
+from .export import export_best
 from .runs import BestRecord, atomic_write
 from .state import ServerState
 from .tool_models import CompareOutput, CompileOutput, CreateRunOutput, EvaluateOutput
@@ -128,7 +129,8 @@ def build_candidate(task: Task, source: str | None = None, launch: LaunchSpec | 
         raise StepRefused(f"invalid candidate: {problems}") from None
 
 
-def _register(state: ServerState, run_id: str, task: Task, cand: Candidate, note: str | None) -> tuple[str, bool]:
+def _register(state: ServerState, run_id: str, task: Task, cand: Candidate, note: str | None,
+              tunables: dict[str, int] | None = None) -> tuple[str, bool]:
     """(candidate id, reused) for ``cand`` in this run; call under the run's lock."""
     store = state.store
     digest = cand.digest()
@@ -141,7 +143,7 @@ def _register(state: ServerState, run_id: str, task: Task, cand: Candidate, note
         raise StepRefused(f"run {run_id} has used its budget of {record.max_candidates} candidates; evaluate an "
                           "existing candidate_id again or create a new run")
     candidate_id, _ = store.new_candidate(run_id)
-    meta = {"candidate_id": candidate_id, "digest": digest, "created": time.time(), "note": note,
+    meta = {"candidate_id": candidate_id, "digest": digest, "created": time.time(), "note": note, "tunables": tunables,
             "baseline": digest == candidates.baseline(task).digest(), "candidate": cand.model_dump()}
     store.write_artifact(run_id, candidate_id, "kernel.cu", cand.source)
     store.write_artifact(run_id, candidate_id, "candidate.json", json.dumps(meta, indent=2))
@@ -171,7 +173,7 @@ def compile_step(state: ServerState, run_id: str, cand_args: dict[str, Any], not
     with state.store.locked(run_id):
         task = state.store.task(run_id)
         cand = build_candidate(task, **cand_args)
-        candidate_id, reused = _register(state, run_id, task, cand, note)
+        candidate_id, reused = _register(state, run_id, task, cand, note, cand_args.get("tunables"))
         with state.working(run_id, candidate_id):
             result = _compile(state, run_id, candidate_id, cand)
     return compile_output(run_id, candidate_id, result, reused)
@@ -209,7 +211,7 @@ def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: s
             cand = load_candidate(state, run_id, candidate_id)
         else:
             cand = build_candidate(task, **given)
-            candidate_id, _ = _register(state, run_id, task, cand, note)
+            candidate_id, _ = _register(state, run_id, task, cand, note, given.get("tunables"))
         with state.working(run_id, candidate_id):
             out = _execute(state, step, run_id, candidate_id, task, cand, roles, progress,
                            EvaluationConfig(seed=seed, timeout_s=timeout_s, roles=["validation"],
@@ -288,6 +290,9 @@ def _update_scores(state: ServerState, run_id: str, candidate_id: str, result: E
             atomic_write(store.run_file(run_id, "baseline.json"), record.model_dump_json(indent=2))
             baseline = score
         out.new_best = store.offer_best(run_id, record)
+        if out.new_best:
+            export_best(store.run_dir(run_id), run_id, store.task(run_id), load_candidate(state, run_id, candidate_id),
+                        record)
     out.baseline_score_ms = baseline
     if score:
         out.speedup_vs_baseline = round(baseline / score, 4) if baseline else None

@@ -1,0 +1,84 @@
+"""``cudaopt optimize``: options, proposer choice, the loop, and what is printed.
+
+Exit codes: 0 a correct candidate was found (and, when scored, confirmed on fresh inputs); 1 none was;
+2 bad input or an unusable setup (missing extra or API key, server unreachable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .proposers import choose, create_proposer, proposer_names
+
+
+def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str]) -> None:
+    parser.add_argument("task", nargs="?", help="bundled task name or task folder (omit with --run)")
+    parser.add_argument("--max-iterations", type=int, default=7, help="proposals after the baseline (default 7)")
+    parser.add_argument("--time-budget", type=float, metavar="SECONDS", help="stop starting new iterations after this")
+    parser.add_argument("--proposer", choices=["auto", *proposer_names()], default="auto",
+                        help="auto (default): llm when OPENAI_API_KEY is set, else the tuner (no network needed)")
+    parser.add_argument("--model", default="gpt-5-mini", help="llm: model name (default gpt-5-mini)")
+    parser.add_argument("--reasoning-effort", choices=["minimal", "low", "medium", "high", "none"], default="medium",
+                        help="llm: reasoning effort (default medium; 'none' sends none, for endpoints without it)")
+    parser.add_argument("--base-url", help="llm: any OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (vLLM)")
+    parser.add_argument("--request-timeout", type=float, default=300.0, help="llm: seconds per request (default 300)")
+    parser.add_argument("--server", metavar="URL", help="use a running MCP server (streamable HTTP, e.g. "
+                                                        "http://127.0.0.1:8765/mcp) instead of starting one over stdio")
+    parser.add_argument("--backend", choices=backends, help="backend of the server started here (default: cuda if a "
+                                                            "GPU is present, else cpu)")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="run folders (default ./results)")
+    parser.add_argument("--run", metavar="RUN_ID", help="continue this run instead of creating one")
+    parser.add_argument("--seed", type=int, help="input seed for every evaluation of this invocation (default: random)")
+    parser.add_argument("--no-confirm", action="store_true", help="skip re-evaluating the best on fresh inputs")
+    parser.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
+
+
+def run_optimize(args: argparse.Namespace) -> int:
+    import anyio  # the MCP client and the loop load only for this command
+
+    from .loop import LoopConfig, LoopSummary, optimise
+    from .proposal import ProposerSettings
+    from .session import open_session
+    from .terminal import Terminal, final_table
+
+    if bool(args.task) == bool(args.run):
+        print("cudaopt: error: give a task, or --run RUN_ID to continue a run (not both)", file=sys.stderr)
+        return 2
+    if args.max_iterations < 0:
+        print("cudaopt: error: --max-iterations must be 0 or more", file=sys.stderr)
+        return 2
+    name, why = choose(args.proposer)
+    settings = ProposerSettings(model=args.model, base_url=args.base_url, request_timeout_s=args.request_timeout,
+                                reasoning_effort=None if args.reasoning_effort == "none" else args.reasoning_effort,
+                                seed=args.seed)
+    proposer = create_proposer(name, settings)  # ProposerUnavailable (a HarnessError) → exit 2 with its hint
+    terminal = Terminal(quiet=False)
+    print(f"cudaopt: proposer {name} ({why})", file=sys.stderr)
+    config = LoopConfig(task=args.task, run_id=args.run, max_iterations=args.max_iterations,
+                        time_budget_s=args.time_budget, seed=args.seed, results=args.results,
+                        confirm=not args.no_confirm)
+
+    async def main() -> LoopSummary:
+        async with open_session(args.server, args.results, args.backend) as session:
+            return await optimise(session, proposer, config, terminal)
+
+    try:
+        summary = anyio.run(main)
+    except BaseExceptionGroup as group:  # the MCP client's task groups wrap what went wrong
+        raise _innermost(group) from None
+    finally:
+        proposer.close()
+    if args.json:
+        print(summary.model_dump_json(indent=2, exclude={"attempts": {"__all__": {"evaluation"}}}))
+    else:
+        print(final_table(summary))
+    sys.stdout.flush()
+    return 0 if summary.found_correct else 1
+
+
+def _innermost(group: BaseExceptionGroup) -> BaseException:
+    """The first real exception inside (nested) exception groups: a refusal reads as itself."""
+    first = group.exceptions[0]
+    return _innermost(first) if isinstance(first, BaseExceptionGroup) else first

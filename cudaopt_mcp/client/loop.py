@@ -1,0 +1,216 @@
+"""The autonomous loop of ``cudaopt optimize``: baseline, then propose → evaluate → feed back, through MCP.
+
+Inputs: all evaluations of one invocation use one input seed (chosen here unless given), so every
+candidate is judged on the same data and the server's oracle cache is reused; at the end the best
+candidate is evaluated once more on fresh inputs (a new seed) before it is reported as confirmed.
+The loop stops at the iteration budget, at the time budget, or when the proposer has nothing new.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, Field
+
+from ..tool_models import TaskSummary
+from .proposal import Attempt, NoProposal, Proposal, ProposalContext
+from .proposers import Proposer
+from .session import Session, SessionError
+from .terminal import Terminal
+
+
+class LoopConfig(BaseModel):
+    task: str | None = Field(None, description="bundled task name or task folder (None when continuing a run)")
+    run_id: str | None = None
+    max_iterations: int = Field(7, ge=0)
+    time_budget_s: float | None = Field(None, gt=0)
+    seed: int | None = None
+    results: Path = Path("results")
+    confirm: bool = True
+
+
+class LoopSummary(BaseModel):
+    run_id: str
+    task: str
+    backend: str
+    clock: str | None = None
+    proposer: str
+    proposer_detail: str
+    seed: int
+    stopped: str
+    baseline: Attempt | None = None
+    best: Attempt | None = None
+    confirmation: Attempt | None = Field(None, description="the best candidate re-evaluated on fresh inputs")
+    attempts: list[Attempt]
+    best_kernel: str | None = Field(None, description="path (stdio server) or URI of the exported best kernel")
+    found_correct: bool
+    elapsed_s: float
+    usage: dict[str, Any] | None = None
+
+
+async def optimise(session: Session, proposer: Proposer, config: LoopConfig, terminal: Terminal) -> LoopSummary:
+    started = time.monotonic()
+    run_id, backend, task = await _open_run(session, config)
+    run_dir = config.results / run_id
+    seed = config.seed if config.seed is not None else random.randrange(1, 2**31)
+    attempts = await _prior_attempts(session, run_id)
+    terminal.start(run_id, task.name, backend, proposer.describe(), config.max_iterations, seed, resumed=bool(attempts))
+    for attempt in attempts:
+        proposer.observe(attempt)
+    if not any(a.proposal is None and a.correct for a in attempts):
+        attempts.append(await _evaluate(session, run_id, None, 0, seed, terminal))
+        proposer.observe(attempts[-1])
+        _journal(run_dir, attempts[-1])
+    stopped = f"iteration budget of {config.max_iterations} used"
+    for iteration in range(1, config.max_iterations + 1):
+        if config.time_budget_s is not None and time.monotonic() - started > config.time_budget_s:
+            stopped = f"time budget of {config.time_budget_s:g} s used"
+            break
+        context = ProposalContext(
+            run_id=run_id, backend=backend, task=task, iteration=iteration, max_iterations=config.max_iterations,
+            attempts=attempts, best=_best(attempts), baseline=_baseline(attempts),
+            prompt=await session.prompt("optimize", run_id=run_id, mode="reply"), requests_dir=run_dir / "requests")
+        terminal.proposing(iteration)
+        proposal = await anyio.to_thread.run_sync(proposer.propose, context)
+        if isinstance(proposal, NoProposal) and proposal.kind == "exhausted":
+            stopped = f"the proposer has nothing new: {proposal.reason}"
+            break
+        if isinstance(proposal, NoProposal):
+            attempt = Attempt(iteration=iteration, status="unusable_reply", failure=proposal.reason)
+            terminal.attempt(attempt)
+        else:
+            attempt = await _evaluate(session, run_id, proposal, iteration, seed, terminal)
+        attempts.append(attempt)
+        proposer.observe(attempt)
+        _journal(run_dir, attempt)
+    else:
+        if config.max_iterations == 0:
+            stopped = "no iterations asked for"
+    best = _best(attempts)
+    confirmation = None
+    if config.confirm and best is not None and best.candidate_id:
+        confirmation = await _evaluate(session, run_id, None, best.iteration, None, terminal,
+                                       candidate_id=best.candidate_id, label="confirm")
+    summary = LoopSummary(
+        run_id=run_id, task=task.name, backend=backend, proposer=proposer.name, proposer_detail=proposer.describe(),
+        seed=seed, stopped=stopped, baseline=_baseline(attempts), best=best, confirmation=confirmation,
+        attempts=attempts, found_correct=any(a.correct for a in attempts) and (confirmation is None or confirmation.correct),
+        elapsed_s=round(time.monotonic() - started, 2), clock=_clock(attempts),
+        usage=proposer.usage().model_dump() if hasattr(proposer, "usage") else None)
+    summary.best_kernel = await _best_kernel(session, run_id, run_dir, best)
+    return summary
+
+
+async def _open_run(session: Session, config: LoopConfig) -> tuple[str, str, TaskSummary]:
+    if config.run_id:
+        out = (await session.call("get_run", run_id=config.run_id)).data
+        return out["run"]["run_id"], out["run"]["backend"], TaskSummary.model_validate(out["task"])
+    out = (await session.call("create_run", task=config.task)).data
+    return out["run_id"], out["backend"], TaskSummary.model_validate(out["task"])
+
+
+async def _evaluate(session: Session, run_id: str, proposal: Proposal | None, iteration: int, seed: int | None,
+                    terminal: Terminal, candidate_id: str | None = None, label: str | None = None) -> Attempt:
+    """One evaluate call; a refusal (invalid candidate, exhausted budget) is an attempt too, not a crash."""
+    terminal.evaluating(iteration, label or ("baseline" if proposal is None and candidate_id is None else None))
+    started = time.monotonic()
+    args = proposal.tool_arguments() if proposal else {}
+    if proposal is None and candidate_id is None:
+        args["note"] = "baseline"
+    try:
+        outcome = await session.call("evaluate", progress=terminal.progress, run_id=run_id, seed=seed,
+                                     candidate_id=candidate_id, **args)
+    except SessionError as exc:
+        attempt = Attempt(iteration=iteration, proposal=proposal, status="refused", failure=str(exc),
+                          elapsed_s=round(time.monotonic() - started, 2))
+        terminal.attempt(attempt)
+        return attempt
+    attempt = attempt_from_evaluation(iteration, proposal, outcome.data)
+    attempt.elapsed_s = round(time.monotonic() - started, 2)
+    terminal.attempt(attempt, label)
+    return attempt
+
+
+def attempt_from_evaluation(iteration: int, proposal: Proposal | None, out: dict[str, Any]) -> Attempt:
+    compiled = out.get("compile") or {}
+    if not compiled.get("ok", False):
+        status = "refused" if compiled.get("status") == "refused" else "compile_error"
+    else:
+        status = "correct" if out.get("correct") else "incorrect"
+    spills = compiled.get("spill_store_bytes")
+    return Attempt(
+        iteration=iteration, proposal=proposal, candidate_id=out.get("candidate_id"), status=status,
+        correct=bool(out.get("correct")), score_ms=out.get("score_ms"), new_best=bool(out.get("new_best")),
+        speedup_vs_baseline=out.get("speedup_vs_baseline"), speedup_vs_best=out.get("speedup_vs_best"),
+        registers=compiled.get("registers"), spill_bytes=spills, evaluation=out,
+        failure=out.get("failure") or (compiled.get("first_error") if status == "compile_error" else None))
+
+
+async def _prior_attempts(session: Session, run_id: str) -> list[Attempt]:
+    """A continued run's candidates as attempts (latest evaluation of each), so nothing is proposed twice."""
+    events: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = (await session.call("history", run_id=run_id, offset=offset, limit=100)).data
+        events += page["events"]
+        offset = page.get("next_offset")
+    latest: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if event.get("event") in ("candidate", "evaluate", "compiled") and event.get("candidate_id"):
+            latest.setdefault(event["candidate_id"], {}).update(event)
+    attempts = []
+    for number, (cid, event) in enumerate(latest.items()):
+        meta = json.loads(await session.resource_text(f"cudaopt://runs/{run_id}/candidates/{cid}/candidate.json"))
+        proposal = _proposal_from_meta(meta)
+        correct = bool(event.get("correct"))
+        status = "correct" if correct else ("compile_error" if event.get("status") == "error" else "incorrect")
+        attempts.append(Attempt(iteration=-(len(latest) - number), proposal=proposal, candidate_id=cid, status=status,
+                                correct=correct, score_ms=event.get("score_ms"), failure=event.get("failure")))
+    return attempts
+
+
+def _proposal_from_meta(meta: dict[str, Any]) -> Proposal | None:
+    if meta.get("baseline"):
+        return None
+    if meta.get("tunables"):
+        return Proposal(tunables=meta["tunables"], note=meta.get("note") or "")
+    cand = meta.get("candidate") or {}
+    return Proposal(source=cand.get("source"), launch=cand.get("launch"), defines=cand.get("defines") or None,
+                    options=cand.get("options") or None, note=(meta.get("note") or "")[:500])
+
+
+def _best(attempts: list[Attempt]) -> Attempt | None:
+    scored = [a for a in attempts if a.correct and a.score_ms is not None]
+    return min(scored, key=lambda a: a.score_ms) if scored else None  # type: ignore[arg-type,return-value]
+
+
+def _baseline(attempts: list[Attempt]) -> Attempt | None:
+    return next((a for a in reversed(attempts) if a.proposal is None and a.candidate_id and a.correct), None)
+
+
+def _clock(attempts: list[Attempt]) -> str | None:
+    return next((a.evaluation.get("clock") for a in attempts if a.evaluation and a.evaluation.get("clock")), None)
+
+
+async def _best_kernel(session: Session, run_id: str, run_dir: Path, best: Attempt | None) -> str | None:
+    if best is None:
+        return None
+    local = run_dir / "best_kernel.cu"
+    if local.is_file():
+        return str(local)
+    return f"cudaopt://runs/{run_id}/best/best_kernel.cu"
+
+
+def _journal(run_dir: Path, attempt: Attempt) -> None:
+    """The loop's own record, one line per attempt (the server's history has the evaluations)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record = attempt.model_dump(mode="json", exclude={"evaluation"}, exclude_none=True)
+    if record.get("proposal", {}).get("source"):
+        record["proposal"]["source"] = f"<{len(attempt.proposal.source)} characters; see the candidate's kernel.cu>"  # type: ignore[union-attr]
+    with open(run_dir / "optimize.jsonl", "a") as handle:
+        handle.write(json.dumps({"time": time.time(), **record}) + "\n")

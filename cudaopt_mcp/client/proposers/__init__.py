@@ -1,0 +1,77 @@
+"""The proposer seam: a small Protocol and a registry of implementations loaded lazily by name.
+
+A proposer never executes anything: it reads a :class:`ProposalContext` and returns a candidate
+(:class:`Proposal`) or says why it has none (:class:`NoProposal`). ``propose`` must not raise for
+expected trouble (an unparsable model reply, a rate limit that outlasts the retries): that is a
+``NoProposal(kind="unusable")`` with the reason, which costs the loop one iteration. Exceptions are bugs
+or broken setups (a missing extra), and end the loop with the message.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Protocol, runtime_checkable
+
+from harness_tools.errors import HarnessError
+
+from ..proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
+
+
+class ProposerUnavailable(HarnessError):
+    """A proposer cannot be created here (missing extra, missing API key); the message says what to do."""
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    name: str
+
+    def describe(self) -> str:
+        """One line for the terminal: what this proposer is (model and endpoint, search strategy)."""
+        ...
+
+    def propose(self, context: ProposalContext) -> Proposal | NoProposal:
+        """The next candidate to evaluate, or why there is none."""
+        ...
+
+    def observe(self, attempt: Attempt) -> None:
+        """The outcome of the loop's latest evaluation (of this proposer's proposal, or the baseline)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+_REGISTRY: dict[str, str] = {
+    "tuner": "cudaopt_mcp.client.proposers.tuner:TunerProposer",
+    "llm": "cudaopt_mcp.client.proposers.llm:LLMProposer",
+}
+
+
+def register(name: str, target: str) -> None:
+    """Add a proposer: ``target`` is 'module:Class', a class taking (settings: ProposerSettings)."""
+    _REGISTRY[name] = target
+
+
+def proposer_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def choose(name: str) -> tuple[str, str]:
+    """(proposer name, why): 'auto' picks llm when an API key is configured, else the tuner."""
+    if name != "auto":
+        return name, "asked for"
+    if os.environ.get("OPENAI_API_KEY"):
+        return "llm", "OPENAI_API_KEY is set"
+    return "tuner", "no OPENAI_API_KEY in the environment"
+
+
+def create_proposer(name: str, settings: ProposerSettings) -> Proposer:
+    if name not in _REGISTRY:
+        raise ProposerUnavailable(f"unknown proposer {name!r}; known: {', '.join(proposer_names())}")
+    module_name, class_name = _REGISTRY[name].split(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, class_name)(settings)
+
+
+__all__ = ["Attempt", "NoProposal", "Proposal", "ProposalContext", "Proposer", "ProposerSettings",
+           "ProposerUnavailable", "choose", "create_proposer", "proposer_names", "register"]

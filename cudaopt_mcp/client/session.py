@@ -1,0 +1,78 @@
+"""The client's MCP session: our own server over stdio (started here) or a running one over HTTP.
+
+Everything the loop does goes through this session's tools, resources and prompts, exactly as any
+other MCP client would: nothing here imports the server or the engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from harness_tools.errors import HarnessError
+
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+CALL_TIMEOUT_S = 3600.0  # our own client has no 60 s limit; the server bounds each case itself
+
+
+class SessionError(HarnessError):
+    """The server refused a call (bad arguments, unknown id) or could not be reached; the message says why."""
+
+
+class ToolOutcome:
+    """A tool's result: its structured content, whether it was an error result, and its summary text."""
+
+    def __init__(self, data: dict[str, Any], is_error: bool, text: str):
+        self.data, self.is_error, self.text = data, is_error, text
+
+
+class Session:
+    def __init__(self, client: Client, where: str):
+        self._client, self.where = client, where
+
+    async def call(self, tool: str, progress: ProgressFn | None = None, **arguments: Any) -> ToolOutcome:
+        """Call a tool. A kernel failure is an error *result* (returned); a refusal is a SessionError."""
+        args = {k: v for k, v in arguments.items() if v is not None}
+        result = await self._client.call_tool(tool, args, read_timeout_seconds=CALL_TIMEOUT_S,
+                                              progress_callback=progress)
+        text = "\n".join(b.text for b in result.content if getattr(b, "type", "") == "text")
+        if result.structured_content is None:
+            raise SessionError(f"{tool}: {text.strip() or 'the server refused the call'}")
+        return ToolOutcome(result.structured_content, bool(result.is_error), text.split("\n")[0])
+
+    async def prompt(self, name: str, **arguments: str) -> str:
+        result = await self._client.get_prompt(name, arguments)
+        return "\n\n".join(m.content.text for m in result.messages if getattr(m.content, "type", "") == "text")
+
+    async def resource_text(self, uri: str) -> str:
+        result = await self._client.read_resource(uri)
+        return "".join(getattr(c, "text", "") for c in result.contents)
+
+
+@contextlib.asynccontextmanager
+async def open_session(server_url: str | None, results: Path, backend: str | None) -> AsyncIterator[Session]:
+    """Connect to ``server_url`` (streamable HTTP; a bearer token from $CUDAOPT_MCP_TOKEN when set), or
+    start ``cudaopt-mcp`` over stdio with this interpreter, the given results folder and backend."""
+    if server_url:
+        token = os.environ.get("CUDAOPT_MCP_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=CALL_TIMEOUT_S))
+        try:
+            async with http, Client(streamable_http_client(server_url, http_client=http)) as client:
+                yield Session(client, server_url)
+        except (httpx2.HTTPError, OSError) as exc:
+            raise SessionError(f"cannot reach the MCP server at {server_url}: {exc}") from exc
+        return
+    args = ["-m", "cudaopt_mcp.server", "--results", str(results)] + (["--backend", backend] if backend else [])
+    # The SDK hands a stdio server only a minimal environment: pass ours (PYTHONPATH, caches, CUDA settings).
+    params = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
+    async with Client(params) as client:
+        yield Session(client, f"stdio server (results in {results})")

@@ -1,0 +1,129 @@
+"""What ``cudaopt optimize`` shows: a progress line on stderr while it works, a table on stdout at the end.
+
+On a terminal the progress line is redrawn in place; otherwise (a log, CI) each event is one line.
+``--json`` keeps stdout for the machine-readable summary, so progress stays on stderr either way.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, TextIO
+
+from .proposal import Attempt
+
+if TYPE_CHECKING:
+    from .loop import LoopSummary
+
+BAR = 20
+
+
+class Terminal:
+    def __init__(self, stream: TextIO = sys.stderr, quiet: bool = False):
+        self.stream, self.quiet = stream, quiet
+        self.live = stream.isatty()
+        self.total = 0
+        self.done = 0
+        self.best_ms: float | None = None
+        self.baseline_ms: float | None = None
+        self.unit = "ms"
+        self._status = ""
+
+    # ---- events from the loop -----------------------------------------------------------------------
+    def start(self, run_id: str, task: str, backend: str, proposer: str, iterations: int, seed: int,
+              resumed: bool) -> None:
+        self.total = iterations
+        if backend == "cpu":
+            self.unit = "ms CPU"
+        verb = "continuing" if resumed else "optimising"
+        self._line(f"cudaopt: {verb} {task} in {run_id} on the {backend} backend; {proposer}; "
+                   f"{iterations} iterations; input seed {seed}", bar=False)
+
+    def proposing(self, iteration: int) -> None:
+        self._show(f"iteration {iteration}: asking the proposer")
+
+    def evaluating(self, iteration: int, label: str | None) -> None:
+        self._show(f"{label or f'iteration {iteration}'}: evaluating")
+
+    async def progress(self, done: float, total: float | None, message: str | None) -> None:
+        if self.live and message:
+            self._show(message)
+
+    def attempt(self, attempt: Attempt, label: str | None = None) -> None:
+        if attempt.proposal is None and label is None and attempt.iteration == 0 and attempt.correct:
+            self.baseline_ms = attempt.score_ms
+        elif label != "confirm":
+            self.done += 1
+        if attempt.correct and attempt.score_ms is not None and label != "confirm":
+            self.best_ms = attempt.score_ms if self.best_ms is None else min(self.best_ms, attempt.score_ms)
+        name = label or ("baseline" if attempt.iteration == 0 and attempt.proposal is None else f"iteration {attempt.iteration}")
+        self._line(f"{name}: {describe(attempt, self.unit)}")
+
+    # ---- drawing ------------------------------------------------------------------------------------
+    def _bar(self) -> str:
+        filled = int(BAR * self.done / self.total) if self.total else BAR
+        best = f"best {self.best_ms:.4g} {self.unit}" if self.best_ms is not None else "no score yet"
+        if self.best_ms and self.baseline_ms:
+            best += f" ({self.baseline_ms / self.best_ms:.2f}x the baseline)"
+        return f"[{'#' * filled}{'.' * (BAR - filled)}] {self.done}/{self.total} · {best}"
+
+    def _show(self, status: str) -> None:
+        self._status = status
+        if self.quiet or not self.live:
+            return
+        text = f"{self._bar()} · {status}"[:160]
+        self.stream.write("\r\x1b[2K" + text)
+        self.stream.flush()
+
+    def _line(self, text: str, bar: bool = True) -> None:
+        if self.quiet:
+            return
+        if self.live:
+            self.stream.write("\r\x1b[2K")
+        self.stream.write(text + (f"  {self._bar()}" if bar and self.total and not self.live else "") + "\n")
+        self.stream.flush()
+
+
+def describe(attempt: Attempt, unit: str = "ms") -> str:
+    cid = f"{attempt.candidate_id} " if attempt.candidate_id else ""
+    if attempt.correct and attempt.score_ms is not None:
+        text = f"{cid}correct, {attempt.score_ms:.4g} {unit}"
+        if attempt.speedup_vs_baseline and attempt.proposal is not None:
+            text += f", {attempt.speedup_vs_baseline:.2f}x the baseline"
+        return text + (" — new best" if attempt.new_best and attempt.proposal is not None else "")
+    if attempt.correct:
+        return f"{cid}correct (no timed case)"
+    return f"{cid}{attempt.status}: {(attempt.failure or '').splitlines()[0][:140] if attempt.failure else ''}"
+
+
+def final_table(summary: LoopSummary) -> str:
+    unit = "ms CPU" if summary.backend == "cpu" else "ms"
+    rows = [f"{'iter':>4}  {'candidate':<9}  {'status':<14}  {'score (' + unit + ')':>14}  {'vs baseline':>11}  idea / failure"]
+    for a in summary.attempts:
+        score = f"{a.score_ms:.4g}" if a.score_ms is not None else "-"
+        speed = f"{a.speedup_vs_baseline:.2f}x" if a.speedup_vs_baseline else "-"
+        idea = ("baseline" if a.proposal is None and a.candidate_id else
+                (a.proposal.note if a.proposal and a.correct else (a.failure or (a.proposal.note if a.proposal else ""))))
+        idea = (idea or "").splitlines()[0][:70] if idea else ""
+        rows.append(f"{a.iteration:>4}  {a.candidate_id or '-':<9}  {a.status:<14}  {score:>14}  {speed:>11}  {idea}")
+    lines = ["", *rows, ""]
+    if summary.best:
+        b = summary.best
+        base = summary.baseline.score_ms if summary.baseline else None
+        speed = f", {base / b.score_ms:.2f}x the baseline" if base and b.score_ms else ""
+        lines.append(f"best: {b.candidate_id} at {b.score_ms:.4g} {unit}{speed}"
+                     + (" (CPU wall clock: a CPU timing, not a GPU one)" if summary.backend == "cpu" else ""))
+        if summary.confirmation is not None:
+            c = summary.confirmation
+            lines.append("confirmed on fresh inputs (seed " + str((c.evaluation or {}).get("seed")) + ")" if c.correct
+                         else f"NOT confirmed on fresh inputs: {c.failure}")
+        if summary.best_kernel:
+            lines.append(f"best kernel: {summary.best_kernel}")
+    else:
+        lines.append("no scored correct candidate")
+    lines.append(f"stopped: {summary.stopped}; {summary.elapsed_s:.1f} s")
+    if summary.usage:
+        u = summary.usage
+        cost = f", ${u['cost_usd']:.4f}" if u.get("cost_usd") is not None else ""
+        lines.append(f"model usage: {u.get('requests', 0)} requests, {u.get('prompt_tokens', 0)} prompt + "
+                     f"{u.get('completion_tokens', 0)} completion tokens{cost}")
+    return "\n".join(lines)

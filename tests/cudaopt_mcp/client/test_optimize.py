@@ -1,0 +1,109 @@
+"""``cudaopt optimize`` end to end: the real CLI, which starts the real MCP server over stdio (cpu backend
+without a GPU), or talks to a real HTTP server; the tuner proposes, nothing is mocked."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness_tools.backends.cuda import gpu_present
+from harness_tools.expressions import evaluate
+from harness_tools.spec import BUNDLED_DIR, resolve_task
+
+ROOT = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.skipif(gpu_present(), reason="these runs are sized for the cpu backend")
+
+
+def optimize(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    return subprocess.run([sys.executable, "-m", "cudaopt_mcp.cli", "optimize", *args], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT, env={**environment, **(env or {})})
+
+
+def tunables_of(summary: dict) -> list[tuple]:
+    return [tuple(sorted(a["proposal"]["tunables"].items())) for a in summary["attempts"]
+            if a.get("proposal") and a["proposal"].get("tunables")]
+
+
+def test_tuner_optimises_sgemm_through_a_stdio_server_and_a_run_can_be_continued(tmp_path):
+    results = tmp_path / "results"
+    out = optimize("sgemm", "--proposer", "tuner", "--max-iterations", "5", "--results", str(results), "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)  # stdout carries only the JSON summary; progress went to stderr
+    assert "proposer tuner (asked for)" in out.stderr and "iteration 5:" in out.stderr
+    assert summary["backend"] == "cpu" and summary["clock"] == "cpu-wall-clock" and summary["proposer"] == "tuner"
+    attempts = summary["attempts"]
+    assert [a["iteration"] for a in attempts] == [0, 1, 2, 3, 4, 5]
+    assert attempts[0]["proposal"] is None and attempts[0]["correct"] and attempts[0]["score_ms"] > 0
+    configs = tunables_of(summary)
+    assert len(configs) == 5 and len(set(configs)) == 5
+    spec = resolve_task("sgemm").spec
+    for config in configs:  # every proposal honours the task's constraints
+        assert all(evaluate(c, dict(config)) for c in spec.tunables.constraints)
+    best = summary["best"]
+    assert best["correct"] and best["score_ms"] == min(a["score_ms"] for a in attempts if a["correct"])
+    assert summary["confirmation"]["correct"] and summary["confirmation"]["candidate_id"] == best["candidate_id"]
+    assert summary["confirmation"]["evaluation"]["seed"] != summary["seed"]  # fresh inputs for the confirmation
+    assert summary["found_correct"] is True
+
+    run = results / summary["run_id"]
+    kernel = Path(summary["best_kernel"])
+    assert kernel == run / "best_kernel.cu"
+    text = kernel.read_text()
+    for name, value in best["proposal"]["tunables"].items() if best["proposal"] else []:
+        assert f"#define {name} {value}" in text
+    assert "grid" in text and 'extern "C" __global__' in text
+    launch = json.loads((run / "best_launch.json").read_text())
+    assert launch["candidate_id"] == best["candidate_id"] and launch["per_case"]
+    for attempt in attempts:
+        assert (run / "candidates" / attempt["candidate_id"] / "kernel.cu").is_file()
+    journal = [json.loads(line) for line in (run / "optimize.jsonl").read_text().splitlines()]
+    assert [j["iteration"] for j in journal] == [0, 1, 2, 3, 4, 5]
+
+    again = optimize("--run", summary["run_id"], "--proposer", "tuner", "--max-iterations", "3",
+                     "--results", str(results), "--json")
+    assert again.returncode == 0, again.stderr
+    resumed = json.loads(again.stdout)
+    assert "continuing sgemm in run-001" in again.stderr
+    new = [a for a in resumed["attempts"] if a["iteration"] > 0]
+    assert len(new) == 3 and all(a["proposal"]["tunables"] for a in new)  # the baseline is not evaluated again
+    assert not set(tunables_of({"attempts": new})) & set(configs)  # no configuration evaluated twice
+
+
+def test_auto_picks_the_tuner_without_an_api_key_and_the_tuner_stops_when_there_is_nothing_to_tune(tmp_path):
+    folder = tmp_path / "plain_transpose"
+    shutil.copytree(BUNDLED_DIR / "transpose", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = json.loads((folder / "task.json").read_text())
+    spec.pop("tunables")
+    (folder / "task.json").write_text(json.dumps(spec))
+    out = optimize(str(folder), "--max-iterations", "3", "--results", str(tmp_path / "results"))
+    assert out.returncode == 0, out.stderr
+    assert "proposer tuner (no OPENAI_API_KEY in the environment)" in out.stderr
+    assert "no tunable parameters" in out.stdout and "baseline" in out.stdout
+
+
+def test_bad_invocations_exit_2_with_the_reason(tmp_path):
+    both = optimize("sgemm", "--run", "run-001", "--results", str(tmp_path))
+    assert both.returncode == 2 and "not both" in both.stderr
+    unknown = optimize("no_such_task", "--proposer", "tuner", "--results", str(tmp_path))
+    assert unknown.returncode == 2 and "no_such_task" in unknown.stderr
+    missing_run = optimize("--run", "run-042", "--proposer", "tuner", "--results", str(tmp_path))
+    assert missing_run.returncode == 2 and "run-042" in missing_run.stderr
+
+
+def test_optimize_against_a_running_http_server(tmp_path, http_server):
+    _, url = http_server(tmp_path / "served")
+    out = optimize("transpose", "--proposer", "tuner", "--max-iterations", "2", "--server", url,
+                   "--results", str(tmp_path / "local"), "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert [a["status"] for a in summary["attempts"]][0] == "correct" and len(summary["attempts"]) == 3
+    # the run lives with the server; the export is offered as a resource
+    assert (tmp_path / "served" / summary["run_id"] / "history.jsonl").is_file()
+    assert summary["best_kernel"] == f"cudaopt://runs/{summary['run_id']}/best/best_kernel.cu"
