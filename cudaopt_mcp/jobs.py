@@ -25,8 +25,24 @@ from harness_tools.errors import HarnessError
 from . import steps
 from .state import ServerState
 from .tool_models import EvaluateOutput
-from .tools import (ADDITIVE, READ_ONLY, Defines, Launch, Note, Options, Reps, Roles, RunId, Seed, Source,
-                    Tunables, Warmup, _result, _state, _tool)
+from .tools import (
+    ADDITIVE,
+    READ_ONLY,
+    Defines,
+    Launch,
+    Note,
+    Options,
+    Reps,
+    Roles,
+    RunId,
+    Seed,
+    Source,
+    Tunables,
+    Warmup,
+    _result,
+    _state,
+    _tool,
+)
 
 JOB_ID = re.compile(r"^job-\d{4,9}$")
 LongTimeout = Annotated[float, Field(gt=0, le=3600, description="seconds per case before the kernel is declared hung")]

@@ -28,7 +28,8 @@ from harness_tools import candidate as candidates
 from harness_tools.candidate import Candidate
 from harness_tools.compile import CompileResult, compile_candidate
 from harness_tools.errors import HarnessError
-from harness_tools.evaluate import EvaluationConfig, EvaluationResult, evaluate, fast_tmp_dir
+from harness_tools.evaluate import EvaluationConfig, EvaluationResult, evaluate
+from harness_tools.input_files import fast_tmp_dir
 from harness_tools.spec import Expr, LaunchSpec, Task, bundled_task_names, load_task, resolve_task
 
 from . import summaries as S

@@ -10,11 +10,12 @@ check (the cpu backend's ThreadSanitizer run); a data race fails the case with s
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -27,6 +28,8 @@ from .environment import Environment, read_clocks
 from .errors import BackendError, CandidateError
 from .execution import ArgSpec, CaseRequest, CaseRun, RaceReport
 from .expressions import evaluate as evaluate_expression
+from .input_files import CACHE as INPUT_FILES
+from .input_files import fast_tmp_dir
 from .inputs import draw_inputs, fresh_seed, scalar_arguments
 from .reference import expected_outputs, stored_inputs
 from .spec import Case, ScalarParam, Task
@@ -146,6 +149,8 @@ class _CaseRunner:
         self.task, self.backend, self.config, self.seed = task, backend, config, seed
         self.scratch, self.overhead, self.compiled = scratch, overhead, compiled
         self.stop_reason: str | None = None
+        self.spec_digest = hashlib.sha256(task.spec.model_dump_json().encode()).hexdigest()
+        self.input_files: dict[str, Path] = {}
         self.any_failed = False
 
     def run(self, case: Case, candidate: Candidate) -> CaseResult:
@@ -162,7 +167,7 @@ class _CaseRunner:
         case_dir = self.scratch / case.name
         case_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        inputs = self._inputs(case, case_dir)
+        inputs = self._inputs(case)
         t1 = time.perf_counter()
         args = self._args(case, case_dir)
         expected = expected_outputs(self.task, case, self.seed, inputs, self.backend, args, case_dir,
@@ -234,12 +239,14 @@ class _CaseRunner:
             result.tflops, result.gbps = self._rates(case, run.timing.median_ms)
         return result
 
-    def _inputs(self, case: Case, case_dir: Path) -> dict[str, np.ndarray]:
-        arrays = stored_inputs(self.task, case)
-        if arrays is None:
-            arrays = draw_inputs(self.task.spec, case, self.seed)
-        for name, arr in arrays.items():
-            np.save(case_dir / f"in_{name}.npy", arr)
+    def _inputs(self, case: Case) -> dict[str, np.ndarray]:
+        """Inputs drawn from the seed (or the task's stored ones), saved once per (task spec, case, seed)."""
+        key = (str(self.task.folder), self.spec_digest, case.name, self.seed)
+
+        def draw() -> dict[str, np.ndarray]:
+            stored = stored_inputs(self.task, case)
+            return stored if stored is not None else draw_inputs(self.task.spec, case, self.seed)
+        arrays, self.input_files = INPUT_FILES.get(key, draw)
         return arrays
 
     def _args(self, case: Case, case_dir: Path) -> list[ArgSpec]:
@@ -252,7 +259,7 @@ class _CaseRunner:
             else:
                 args.append(ArgSpec(name=p.name, kind="buffer", dtype=p.dtype, shape=list(spec.shape_of(p, case.sizes)),
                                     role=p.role, initial=p.initial,
-                                    input_file=str(case_dir / f"in_{p.name}.npy") if p.role != "out" else None))
+                                    input_file=str(self.input_files[p.name]) if p.role != "out" else None))
         return args
 
     def _rates(self, case: Case, median_ms: float) -> tuple[float | None, float | None]:
@@ -268,12 +275,6 @@ class _CaseRunner:
 def _load_output(path: str) -> np.ndarray:
     """A big output is mapped, not copied: it is read once, straight from the (usually in-memory) file."""
     return np.load(path, mmap_mode="r" if Path(path).stat().st_size > (1 << 20) else None)
-
-
-def fast_tmp_dir() -> str | None:
-    """Where scratch inputs and outputs go: /dev/shm when it has room (they can be hundreds of MB)."""
-    shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() and shutil.disk_usage(shm).free > (8 << 30) else None
 
 
 def _first_line(log: str, word: str) -> str:

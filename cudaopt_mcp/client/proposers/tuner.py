@@ -1,0 +1,192 @@
+"""The built-in proposer: searches the task's own tunable kernel's parameters; no network, no model.
+
+It only chooses points of the space; the loop evaluates them (``evaluate`` with ``tunables=``) and
+reports back through :meth:`TunerProposer.observe`. When the untried valid configurations fit in the
+remaining iterations they are all tried, in a fixed order. Otherwise Optuna's TPE sampler chooses,
+through its ask/tell interface, warm-started with the run's earlier attempts. A configuration that
+breaks a constraint is never proposed, and none is proposed twice.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.samplers import TPESampler
+from optuna.trial import Trial, TrialState, create_trial
+
+from ...tool_models import TaskSummary
+from ..proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
+from .tuner_space import Config, TunableSpace
+
+N_STARTUP_TRIALS = 10  # TPE samples at random until this many configurations have a score
+MAX_ASKS = 32  # TPE asks per proposal before a random untried configuration is taken instead
+SAMPLE_ATTEMPTS = 20_000  # random draws per proposal in a space too large to list
+
+
+class TunerProposer:
+    name = "tuner"
+
+    def __init__(self, settings: ProposerSettings):
+        self._seed = settings.seed
+        self._rng = random.Random(settings.seed)
+        self._space: TunableSpace | None = None
+        self._study: optuna.Study | None = None
+        self._distributions: dict[str, CategoricalDistribution] = {}
+        self._tried: set[Config] = set()
+        self._seen: set[tuple[int, str | None, Config | None]] = set()  # attempts already taken into account
+        self._early: list[Attempt] = []  # observed before the first propose, when the space is not known yet
+        self._pending: tuple[Config, Trial] | None = None
+        self._other_attempts = 0  # attempts without tunables (the baseline): counted, nothing to learn
+
+    # ---- the Proposer protocol ----------------------------------------------------------------------
+    def describe(self) -> str:
+        seed = f"seed {self._seed}" if self._seed is not None else "unseeded"
+        line = f"tuner: optuna {optuna.__version__} TPE ({seed}), exhaustive when the untried space fits the budget"
+        if self._space is not None:
+            valid = self._space.valid()
+            line += (f"; {len(valid)} valid of {self._space.size} configurations" if valid is not None
+                     else f"; {self._space.size:.3g} configurations, sampled")
+        return line
+
+    def propose(self, context: ProposalContext) -> Proposal | NoProposal:
+        task = context.task
+        if not task.tunables:
+            return NoProposal(kind="exhausted", reason=f"task {task.name!r} has no tunable parameters, "
+                                                       "so the tuner has nothing to search")
+        if self._space is None:
+            self._setup(task)
+        for attempt in [*context.attempts, *self._early]:
+            self._record(attempt)
+        self._early.clear()
+        self._abandon_pending()
+        space = self._space
+        if space.size == 0:
+            return NoProposal(kind="exhausted", reason="a tunable parameter has no values to choose from")
+        remaining = context.max_iterations - context.iteration + 1
+        valid = space.valid()
+        if valid is None:
+            return self._propose_sampled()
+        untried = [c for c in valid if c not in self._tried]
+        if not untried:
+            return NoProposal(kind="exhausted", reason=self._exhausted_reason(len(valid)))
+        if len(untried) <= remaining:
+            return self._offer(untried[0], self._enqueue(untried[0]), "exhaustive")
+        asked = self._ask()
+        if asked is not None:
+            return self._offer(*asked)
+        config = self._rng.choice(untried)
+        return self._offer(config, self._enqueue(config), "random: TPE kept asking for tried or invalid ones")
+
+    def observe(self, attempt: Attempt) -> None:
+        if self._space is None:
+            self._early.append(attempt)
+            return
+        self._record(attempt)
+
+    def close(self) -> None:
+        """Nothing to release: the study lives in memory."""
+
+    # ---- choosing -----------------------------------------------------------------------------------
+    def _setup(self, task: TaskSummary) -> None:
+        # Optuna logs every finished trial at INFO; the CLI's stdout carries its table or JSON.
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self._space = TunableSpace(task.tunables or {}, task.tunable_constraints)
+        if self._space.size == 0:
+            return
+        self._distributions = {n: CategoricalDistribution(vs) for n, vs in zip(self._space.names, self._space.values)}
+        sampler = TPESampler(seed=self._seed, n_startup_trials=N_STARTUP_TRIALS)
+        self._study = optuna.create_study(direction="minimize", sampler=sampler)
+
+    def _propose_sampled(self) -> Proposal | NoProposal:
+        """A space too large to list: TPE, else random draws with rejection."""
+        asked = self._ask()
+        if asked is not None:
+            return self._offer(*asked)
+        config = self._space.sample(self._rng, self._tried, SAMPLE_ATTEMPTS)
+        if config is not None:
+            return self._offer(config, self._enqueue(config), "random: TPE kept asking for tried or invalid ones")
+        if not any(self._space.is_valid(c) for c in self._tried):
+            return NoProposal(kind="exhausted", reason=(
+                f"none of {SAMPLE_ATTEMPTS} random configurations of {self._space.size:.3g} satisfies the "
+                f"constraints{self._problems()}"))
+        return NoProposal(kind="unusable", reason=f"no untried valid configuration in {SAMPLE_ATTEMPTS} random draws "
+                                                  f"({len(self._tried)} tried)")
+
+    def _ask(self) -> tuple[Config, Trial, str] | None:
+        assert self._study is not None and self._space is not None
+        scored = len(self._study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+        strategy = "TPE" if scored >= N_STARTUP_TRIALS else f"TPE random start, {scored} of {N_STARTUP_TRIALS} scored"
+        for _ in range(MAX_ASKS):
+            trial = self._study.ask(self._distributions)
+            config = self._space.key(trial.params)
+            if config is not None and config not in self._tried and self._space.is_valid(config):
+                return config, trial, strategy
+            # Not evaluated: a failed trial keeps the study consistent, and TPE learns only from scored ones.
+            self._study.tell(trial, state=TrialState.FAIL)
+        return None
+
+    def _enqueue(self, config: Config) -> Trial:
+        """A trial with fixed parameters, so an exhaustive or random pick is told to the study like any other."""
+        assert self._study is not None and self._space is not None
+        self._study.enqueue_trial(self._space.as_dict(config))
+        return self._study.ask(self._distributions)
+
+    def _offer(self, config: Config, trial: Trial, strategy: str) -> Proposal:
+        space = self._space
+        self._tried.add(config)
+        self._pending = (config, trial)
+        valid = space.valid()
+        if valid is not None:
+            valid_set = set(valid)
+            count = f"{sum(c in valid_set for c in self._tried)} of {len(valid)} valid configurations"
+        else:
+            count = (f"{sum(space.is_valid(c) for c in self._tried)} tried of {space.size:.3g} configurations, "
+                     "valid count unknown")
+        note = f"tuner: {space.label(config)} ({strategy}, {count})"
+        return Proposal(tunables=space.as_dict(config), note=note[:500])
+
+    # ---- learning -----------------------------------------------------------------------------------
+    def _record(self, attempt: Attempt) -> None:
+        """Take an attempt into account once: its configuration is tried, and its score (if any) informs TPE."""
+        tunables = attempt.proposal.tunables if attempt.proposal else None
+        config = self._space.key(tunables) if tunables else None
+        mark = (attempt.iteration, attempt.candidate_id, config)  # observe()d and listed in a later context
+        if mark in self._seen:
+            return
+        self._seen.add(mark)
+        if config is None:
+            self._other_attempts += 1
+            return
+        self._tried.add(config)
+        score = attempt.score_ms
+        value = score if attempt.correct and score is not None and math.isfinite(score) else None
+        if self._pending is not None and self._pending[0] == config:
+            trial = self._pending[1]
+            self._pending = None
+            if value is None:
+                self._study.tell(trial, state=TrialState.FAIL)
+            else:
+                self._study.tell(trial, value)
+        elif self._study is not None and self._space.contains(config):  # from before this proposer
+            self._study.add_trial(create_trial(
+                params=self._space.as_dict(config), distributions=self._distributions,
+                value=value, state=TrialState.COMPLETE if value is not None else TrialState.FAIL))
+
+    def _abandon_pending(self) -> None:
+        """A proposal whose outcome never arrived counts as failed (and, being tried, is not offered again)."""
+        if self._pending is not None:
+            self._study.tell(self._pending[1], state=TrialState.FAIL)
+            self._pending = None
+
+    def _exhausted_reason(self, n_valid: int) -> str:
+        if n_valid == 0:
+            return (f"none of the {self._space.size} configurations satisfies the tunable constraints"
+                    f"{self._problems()}")
+        return f"all {n_valid} valid configurations of the tunable space have been tried"
+
+    def _problems(self) -> str:
+        problems = self._space.describe_problems()
+        return f" (constraints that could not be evaluated: {problems})" if problems else ""
