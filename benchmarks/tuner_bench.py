@@ -1,0 +1,193 @@
+"""The tuner on the bundled tasks, against cuBLAS, copy bandwidth and Kernel Tuner (issue 5).
+
+    python benchmarks/tuner_bench.py --tasks sgemm --kernel-tuner --out DIR     # on a GPU host
+    python benchmarks/tuner_bench.py --tasks transpose --backend cpu --iterations 3 --out DIR   # a dry run
+
+For each task it runs ``cudaopt optimize TASK --proposer tuner`` (the real CLI, through a stdio MCP
+server) with a budget of every valid configuration, so the tuner goes exhaustive: that gives the
+exhaustive best and the time per evaluated configuration. Then, in the same process and on the same GPU:
+cuBLAS fp32 (CuPy) on the sgemm shapes, device-to-device copy bandwidth (CuPy), and optionally Kernel
+Tuner's brute force over the same kernel and space (its cache files allow offline replays of its
+strategies: see ``tuner_replay.py``). Everything measured goes to DIR as JSON; a table is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cudaopt_mcp.client.proposers.tuner_space import TunableSpace  # noqa: E402
+from harness_tools.expressions import evaluate  # noqa: E402
+from harness_tools.spec import resolve_task  # noqa: E402
+
+SEED = 20261129
+
+
+def valid_configs(task_name: str) -> list[dict[str, int]]:
+    tun = resolve_task(task_name).spec.tunables
+    space = TunableSpace(tun.params, tun.constraints)
+    return [space.as_dict(c) for c in space.valid() or []]
+
+
+def run_tuner(task: str, iterations: int, out: Path, backend: str | None) -> dict:
+    cmd = [sys.executable, "-m", "cudaopt_mcp.cli", "optimize", task, "--proposer", "tuner", "--max-iterations",
+           str(iterations), "--seed", str(SEED), "--results", str(out / "results"), "--json", "--no-confirm"]
+    cmd += ["--backend", backend] if backend else []
+    started = time.perf_counter()
+    print(f"tuning {task}: {iterations} iterations", file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OPENAI_API_KEY": ""})
+    wall = time.perf_counter() - started
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"optimize {task} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    summary = json.loads(proc.stdout)
+    summary["wall_s"] = wall
+    (out / f"tuner_{task}.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def per_case(attempt: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in (attempt.get("evaluation") or {}).get("cases", []) if c["role"] == "performance"}
+
+
+# ---- reference points (CuPy), in this process ---------------------------------------------------------
+def cublas_tflops(shapes: list[dict[str, int]]) -> dict[str, float]:
+    import cupy as cp
+    from triton.testing import do_bench
+
+    out = {}
+    for s in shapes:
+        m, n, k = s["M"], s["N"], s["K"]
+        a = cp.random.uniform(-1, 1, (m, k), dtype=cp.float32)
+        b = cp.random.uniform(-1, 1, (k, n), dtype=cp.float32)
+        c = cp.empty((m, n), dtype=cp.float32)
+        ms = do_bench(lambda a=a, b=b, c=c: cp.matmul(a, b, out=c), warmup=25, rep=200, return_mode="median")
+        out[f"{m}x{n}x{k}"] = 2 * m * n * k / (ms * 1e-3) / 1e12
+    return out
+
+
+def copy_bandwidth_gbps(nbytes: int = 2 << 30) -> float:
+    """Device-to-device copy, bytes read + written per second (the ceiling of a memory-bound kernel)."""
+    import cupy as cp
+    from triton.testing import do_bench
+
+    src = cp.ones(nbytes // 4, dtype=cp.float32)
+    dst = cp.empty_like(src)
+    ms = do_bench(lambda: cp.copyto(dst, src), warmup=10, rep=200, return_mode="median")
+    return 2 * nbytes / (ms * 1e-3) / 1e9
+
+
+# ---- Kernel Tuner, same kernel and space -----------------------------------------------------------------
+def kernel_tuner_sgemm(out: Path, shapes: list[dict[str, int]], deadline: float) -> dict:
+    import numpy as np
+    from kernel_tuner import tune_kernel
+
+    task = resolve_task("sgemm")
+    tun = task.spec.tunables
+    source = task.read(tun.source)
+    configs = valid_configs("sgemm")
+    threads = sorted({(c["BM"] // c["TM"]) * (c["BN"] // c["TN"]) for c in configs})
+    params = {**{k: list(v) for k, v in tun.params.items()}, "block_size_x": threads}
+
+    def restriction(p) -> bool:  # our constraints, and the block size they imply
+        return (p["block_size_x"] == (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
+                and all(evaluate(c, {k: p[k] for k in tun.params}) for c in tun.constraints))
+
+    rows = {}
+    for s in shapes:
+        if time.monotonic() > deadline:
+            print(f"Kernel Tuner: no time left for shape {s}", flush=True)
+            break
+        m, n, k = s["M"], s["N"], s["K"]
+        rng = np.random.default_rng(SEED)
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        c = np.zeros((m, n), dtype=np.float32)
+        answer = [None, None, (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32), None, None, None]
+        cache = out / f"kt_sgemm_{m}x{n}x{k}.json"
+        started = time.perf_counter()
+        results, env = tune_kernel("sgemm", source, (n, m), [a, b, c, np.int32(m), np.int32(n), np.int32(k)], params,
+                                   grid_div_x=["BN"], grid_div_y=["BM"], restrictions=restriction, answer=answer,
+                                   atol=2e-6 * k, lang="cupy", cache=str(cache), quiet=True, strategy="brute_force")
+        wall = time.perf_counter() - started
+        times = [r["time"] for r in results if isinstance(r.get("time"), float)]
+        rows[f"{m}x{n}x{k}"] = {"configs": len(results), "wall_s": wall, "best_ms": min(times) if times else None,
+                                "per_config_s": wall / max(len(results), 1)}
+        (out / "kernel_tuner_sgemm.json").write_text(json.dumps(rows, indent=1))
+        print(f"Kernel Tuner {m}x{n}x{k}: {rows[f'{m}x{n}x{k}']}", flush=True)
+    return rows
+
+
+# ---- report -------------------------------------------------------------------------------------------------
+def report(task: str, summary: dict, extra: dict) -> None:
+    attempts = [a for a in summary["attempts"] if a.get("proposal") and a["proposal"].get("tunables")]
+    base = summary.get("baseline") or {}
+    best = summary.get("best") or {}
+    evals = [a["elapsed_s"] for a in attempts]
+    print(f"\n## {task}: {len(attempts)} configurations evaluated in {summary['wall_s']:.1f} s "
+          f"({sum(evals) / max(len(evals), 1):.2f} s per evaluation, client side)")
+    if not best:
+        print("no correct configuration")
+        return
+    print(f"baseline {base.get('score_ms', float('nan')):.4g} ms -> best {best['score_ms']:.4g} ms "
+          f"({base.get('score_ms', 0) / best['score_ms']:.2f}x) with {best['proposal'] and best['proposal'].get('tunables')}")
+    within = [i + 1 for i, a in enumerate(attempts) if a["correct"] and a["score_ms"] <= 1.03 * best["score_ms"]]
+    print(f"exhaustive order reaches 3 % of the best at evaluation {within[0] if within else '-'}")
+    for name, case in per_case(best).items():
+        line = f"  {name:<24} {case.get('median_ms', float('nan')):.4g} ms"
+        if case.get("tflops"):
+            line += f"  {case['tflops']:.2f} TFLOP/s"
+            ref = extra.get("cublas", {}).get(name.split("_", 1)[1]) if "cublas" in extra else None
+            if ref:
+                line += f"  = {case['tflops'] / ref:.1%} of cuBLAS ({ref:.2f})"
+        if case.get("gbps"):
+            line += f"  {case['gbps']:.0f} GB/s"
+            if extra.get("copy_gbps"):
+                line += f"  = {case['gbps'] / extra['copy_gbps']:.1%} of copy bandwidth"
+        print(line)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=["sgemm", "reduce_sum", "softmax_rows", "transpose"])
+    parser.add_argument("--iterations", type=int, help="budget per task (default: every valid configuration)")
+    parser.add_argument("--backend", help="default: the server's (cuda on a GPU host)")
+    parser.add_argument("--kernel-tuner", action="store_true", help="also Kernel Tuner's brute force on sgemm")
+    parser.add_argument("--kt-start-by", type=float, default=420.0,
+                        help="seconds after start after which no further Kernel Tuner shape is started")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    extra: dict = {}
+    gpu = args.backend in (None, "cuda")
+    if gpu:
+        extra["copy_gbps"] = copy_bandwidth_gbps()
+        print(f"copy bandwidth (read + write): {extra['copy_gbps']:.0f} GB/s")
+        if "sgemm" in args.tasks:
+            shapes = [c.sizes for c in resolve_task("sgemm").spec.cases_for(["performance"], "cuda")]
+            extra["cublas"] = cublas_tflops(shapes)
+            print("cuBLAS fp32 TFLOP/s: " + ", ".join(f"{k} {v:.2f}" for k, v in extra["cublas"].items()))
+        (args.out / "reference_points.json").write_text(json.dumps(extra, indent=1))
+    for task in args.tasks:
+        n = args.iterations or len(valid_configs(task))
+        summary = run_tuner(task, n, args.out, args.backend)
+        report(task, summary, extra)
+    if args.kernel_tuner and gpu:
+        shapes = [c.sizes for c in resolve_task("sgemm").spec.cases_for(["performance"], "cuda")]
+        rows = kernel_tuner_sgemm(args.out, shapes, started + args.kt_start_by)
+        total = sum(r["per_config_s"] for r in rows.values())
+        print(f"\nKernel Tuner brute force (cupy backend, verification on): {total:.2f} s per configuration over "
+              f"the {len(rows)} shapes; best per shape: " + ", ".join(f"{k} {v['best_ms']:.4g} ms" for k, v in rows.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
