@@ -85,13 +85,12 @@ def copy_bandwidth_gbps(nbytes: int = 2 << 30) -> float:
 
 
 # ---- Kernel Tuner, same kernel and space -----------------------------------------------------------------
-def kernel_tuner_sgemm(out: Path, shapes: list[dict[str, int]], deadline: float) -> dict:
+def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool = True) -> dict:
+    """tune_kernel's arguments for the task's tunable sgemm on one shape: same source, space and launch."""
     import numpy as np
-    from kernel_tuner import tune_kernel
 
     task = resolve_task("sgemm")
     tun = task.spec.tunables
-    source = task.read(tun.source)
     configs = valid_configs("sgemm")
     threads = sorted({(c["BM"] // c["TM"]) * (c["BN"] // c["TN"]) for c in configs})
     params = {**{k: list(v) for k, v in tun.params.items()}, "block_size_x": threads}
@@ -100,22 +99,31 @@ def kernel_tuner_sgemm(out: Path, shapes: list[dict[str, int]], deadline: float)
         return (p["block_size_x"] == (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
                 and all(evaluate(c, {k: p[k] for k in tun.params}) for c in tun.constraints))
 
+    m, n, k = shape["M"], shape["N"], shape["K"]
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    c = np.zeros((m, n), dtype=np.float32)
+    answer = ([None, None, (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32), None, None, None]
+              if verify else None)
+    return {"kernel_name": "sgemm", "kernel_source": task.read(tun.source), "problem_size": (n, m),
+            "arguments": [a, b, c, np.int32(m), np.int32(n), np.int32(k)], "tune_params": params,
+            "grid_div_x": ["BN"], "grid_div_y": ["BM"], "restrictions": restriction, "answer": answer,
+            "atol": 2e-6 * k, "lang": "cupy"}
+
+
+def kernel_tuner_sgemm(out: Path, shapes: list[dict[str, int]], deadline: float) -> dict:
+    from kernel_tuner import tune_kernel
+
     rows = {}
     for s in shapes:
         if time.monotonic() > deadline:
             print(f"Kernel Tuner: no time left for shape {s}", flush=True)
             break
         m, n, k = s["M"], s["N"], s["K"]
-        rng = np.random.default_rng(SEED)
-        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
-        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-        c = np.zeros((m, n), dtype=np.float32)
-        answer = [None, None, (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32), None, None, None]
         cache = out / f"kt_sgemm_{m}x{n}x{k}.json"
         started = time.perf_counter()
-        results, env = tune_kernel("sgemm", source, (n, m), [a, b, c, np.int32(m), np.int32(n), np.int32(k)], params,
-                                   grid_div_x=["BN"], grid_div_y=["BM"], restrictions=restriction, answer=answer,
-                                   atol=2e-6 * k, lang="cupy", cache=str(cache), quiet=True, strategy="brute_force")
+        results, env = tune_kernel(**kernel_tuner_problem(s), cache=str(cache), quiet=True, strategy="brute_force")
         wall = time.perf_counter() - started
         times = [r["time"] for r in results if isinstance(r.get("time"), float)]
         rows[f"{m}x{n}x{k}"] = {"configs": len(results), "wall_s": wall, "best_ms": min(times) if times else None,
