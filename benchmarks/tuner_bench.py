@@ -109,7 +109,7 @@ def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool =
     return {"kernel_name": "sgemm", "kernel_source": task.read(tun.source), "problem_size": (n, m),
             "arguments": [a, b, c, np.int32(m), np.int32(n), np.int32(k)], "tune_params": params,
             "grid_div_x": ["BN"], "grid_div_y": ["BM"], "restrictions": restriction, "answer": answer,
-            "atol": 2e-6 * k, "lang": "cupy"}
+            "atol": 2e-6 * k, "lang": "cupy", "compiler_options": ["-std=c++17"]}  # as our engine compiles it
 
 
 def kernel_tuner_sgemm(out: Path, shapes: list[dict[str, int]], deadline: float) -> dict:

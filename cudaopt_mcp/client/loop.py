@@ -148,6 +148,7 @@ def attempt_from_evaluation(iteration: int, proposal: Proposal | None, out: dict
         correct=bool(out.get("correct")), score_ms=out.get("score_ms"), new_best=bool(out.get("new_best")),
         speedup_vs_baseline=out.get("speedup_vs_baseline"), speedup_vs_best=out.get("speedup_vs_best"),
         registers=compiled.get("registers"), spill_bytes=spills, evaluation=out,
+        case_medians_ms={c["name"]: c["median_ms"] for c in out.get("cases", []) if c.get("median_ms") is not None},
         failure=out.get("failure") or (compiled.get("first_error") if status == "compile_error" else None))
 
 

@@ -63,6 +63,7 @@ class Attempt(BaseModel):
     speedup_vs_baseline: float | None = None
     speedup_vs_best: float | None = None
     new_best: bool = False
+    case_medians_ms: dict[str, float] = Field(default_factory=dict, description="per performance case, when timed")
     registers: int | None = None
     spill_bytes: int | None = None
     failure: str | None = Field(None, description="why it is not correct / not usable, with the evidence")
