@@ -107,3 +107,12 @@ def test_optimize_against_a_running_http_server(tmp_path, http_server):
     # the run lives with the server; the export is offered as a resource
     assert (tmp_path / "served" / summary["run_id"] / "history.jsonl").is_file()
     assert summary["best_kernel"] == f"cudaopt://runs/{summary['run_id']}/best/best_kernel.cu"
+
+
+def test_the_time_budget_stops_the_loop(tmp_path):
+    out = optimize("transpose", "--proposer", "tuner", "--max-iterations", "5", "--time-budget", "0.01",
+                   "--results", str(tmp_path / "results"), "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert [a["iteration"] for a in summary["attempts"]] == [0]
+    assert summary["stopped"] == "time budget of 0.01 s used"
