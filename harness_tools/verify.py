@@ -8,6 +8,10 @@ match it exactly (NaN for NaN, the same infinity).
 
 from __future__ import annotations
 
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from pydantic import BaseModel
 
@@ -36,6 +40,7 @@ class OutputComparison(BaseModel):
 
 
 CHUNK = 1 << 20  # elements per pass: keeps the float64 temporaries in cache
+WORKERS = max(1, min(8, os.cpu_count() or 1))
 
 
 def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: Tolerance,
@@ -45,14 +50,16 @@ def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: T
     atol = float(evaluate(tolerance.atol, sizes))
     rtol = float(tolerance.rtol)
     got_all, ref_all = output.reshape(-1), reference.reshape(-1)
+    starts = list(range(0, got_all.size, CHUNK))
+    # NumPy releases the GIL in these loops: big outputs are compared on several cores, each thread
+    # taking a contiguous run of chunks with its own work arrays; results merge in chunk order.
+    runs = ([starts] if starts else []) if len(starts) < 4 or WORKERS == 1 else _split(starts, WORKERS)
+    parts = (list(_pool().map(lambda run: _compare_run(got_all, ref_all, run, atol, rtol), runs)) if len(runs) > 1
+             else [_compare_run(got_all, ref_all, runs[0], atol, rtol)] if runs else [])
     acc = _Accumulator()
-    scratch = _Scratch(min(CHUNK, got_all.size))
-    for start in range(0, got_all.size, CHUNK):
-        n = min(CHUNK, got_all.size - start)
-        got, ref = scratch.got[:n], scratch.ref[:n]
-        np.copyto(got, got_all[start : start + n], casting="unsafe")
-        np.copyto(ref, ref_all[start : start + n], casting="unsafe")
-        acc.add(start, *_chunk_errors(got, ref, atol, rtol, scratch))
+    for part in parts:
+        for chunk in part:
+            acc.add(*chunk)
     first = None
     if acc.first is not None:
         i = acc.first
@@ -63,6 +70,38 @@ def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: T
         max_abs_err=acc.max_abs, max_rel_err=acc.max_rel, nonfinite=acc.nonfinite, first_mismatch=first,
         atol=atol, rtol=rtol,
     )
+
+
+def _split(starts: list[int], parts: int) -> list[list[int]]:
+    size = -(-len(starts) // parts)
+    return [starts[i : i + size] for i in range(0, len(starts), size)]
+
+
+def _compare_run(got_all: np.ndarray, ref_all: np.ndarray, starts: list[int], atol: float, rtol: float) -> list[tuple]:
+    """(start, mismatches, first bad index, max abs, max rel, non-finite) for each chunk of one run."""
+    scratch = _Scratch(min(CHUNK, got_all.size - starts[0]))
+    out = []
+    for start in starts:
+        n = min(CHUNK, got_all.size - start)
+        got, ref = scratch.got[:n], scratch.ref[:n]
+        np.copyto(got, got_all[start : start + n], casting="unsafe")
+        np.copyto(ref, ref_all[start : start + n], casting="unsafe")
+        bad, max_abs, max_rel, nonfinite = _chunk_errors(got, ref, atol, rtol, scratch)
+        count = int(np.count_nonzero(bad))
+        out.append((start, count, start + int(np.argmax(bad)) if count else None, max_abs, max_rel, nonfinite))
+    return out
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(WORKERS, thread_name_prefix="cudaopt-compare")
+        return _POOL
 
 
 class _Scratch:
@@ -115,10 +154,9 @@ class _Accumulator:
         self.max_abs = self.max_rel = 0.0
         self.first: int | None = None
 
-    def add(self, start: int, bad: np.ndarray, max_abs: float, max_rel: float, nonfinite: int) -> None:
-        count = int(np.count_nonzero(bad))
+    def add(self, start: int, count: int, first: int | None, max_abs: float, max_rel: float, nonfinite: int) -> None:
         if count and self.first is None:
-            self.first = start + int(np.argmax(bad))
+            self.first = first
         self.mismatches += count
         self.nonfinite += nonfinite
         self.max_abs, self.max_rel = max(self.max_abs, max_abs), max(self.max_rel, max_rel)

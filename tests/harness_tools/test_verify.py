@@ -75,3 +75,17 @@ def test_error_map_locates_the_bad_tile():
     m = error_map(out, ref, max_cells=4)
     assert m.shape == (4, 4)
     assert m[3, 0] == np.inf and np.count_nonzero(m) == 1
+
+
+def test_big_outputs_compared_in_parallel_report_the_first_mismatch_and_every_count():
+    ref = np.linspace(-1.0, 1.0, 9_000_001)
+    out = ref.astype(np.float32)
+    out[7_654_321] += 1.0  # in a late chunk: another thread's run
+    out[3_500_000] -= 1.0
+    out[8_999_999] = np.nan
+    r = compare("y", out, ref, TOL, {})
+    assert not r.passed and r.mismatches == 3 and r.nonfinite == 1
+    assert r.first_mismatch.flat_index == 3_500_000 and r.first_mismatch.index == [3_500_000]
+    assert r.max_abs_err == float("inf")
+    clean = compare("y", ref.astype(np.float32), ref, TOL, {})
+    assert clean.passed and clean.elements == 9_000_001 and 0 < clean.max_abs_err < 1e-7
