@@ -8,7 +8,8 @@ arguments and unknown ids raise (:class:`StepRefused`, :class:`~cudaopt_mcp.runs
 Candidate folder (see :mod:`cudaopt_mcp.runs`): ``candidate.json`` (meta + the candidate),
 ``kernel.cu``, ``compile.json``, ``compile.log``, then per step ``evaluation.json`` (evaluate),
 ``execution.json`` (run) or ``timing.json`` (time), and ``outputs/<case>/<buffer>.npy`` for the
-latest step's cases whose outputs are small enough to keep. ``.evaluating`` marks work in progress:
+latest step's cases whose outputs are small enough to keep (up to 64 MiB per failed case, 8 MiB per
+passed one). ``.evaluating`` marks work in progress:
 after a crash it stays, and the candidate reads as ``interrupted`` until it is evaluated again.
 """
 
@@ -42,7 +43,8 @@ Progress = Callable[[float, float, str], None]
 Step = Literal["evaluate", "run", "time"]
 Role = Literal["validation", "performance"]
 RECORD = {"evaluate": "evaluation.json", "run": "execution.json", "time": "timing.json"}
-KEEP_OUTPUT_BYTES = 64 << 20
+KEEP_OUTPUT_BYTES = 64 << 20  # outputs of a failed case: the evidence
+KEEP_PASSED_OUTPUT_BYTES = 8 << 20  # a passed case's: copying big ones to disk on every call cost more than the rest
 MAX_INLINE_FILES, MAX_INLINE_BYTES = 16, 512 * 1024
 
 
@@ -321,7 +323,8 @@ def _keep_outputs(result: EvaluationResult, scratch: Path, folder: Path) -> list
         if case.run is None or not case.run.outputs:
             continue
         files = {name: Path(p) for name, p in case.run.outputs.items() if Path(p).is_file()}
-        if not files or sum(p.stat().st_size for p in files.values()) > KEEP_OUTPUT_BYTES:
+        limit = KEEP_PASSED_OUTPUT_BYTES if case.passed else KEEP_OUTPUT_BYTES
+        if not files or sum(p.stat().st_size for p in files.values()) > limit:
             case.run.outputs = {}
             continue
         (target / case.name).mkdir(parents=True, exist_ok=True)
