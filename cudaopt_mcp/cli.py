@@ -76,6 +76,19 @@ def _parser() -> argparse.ArgumentParser:
     add_serve_arguments(srv)
     srv.set_defaults(func=_cmd_serve)
 
+    for name, what in (("profile", "Nsight Compute summary of a stored candidate (cuda backend)"),
+                       ("sanitize", "compute-sanitizer (cuda) or race check and guarded buffers (cpu) on a stored candidate")):
+        cmd = sub.add_parser(name, help=what)
+        cmd.add_argument("run_id")
+        cmd.add_argument("candidate_id")
+        cmd.add_argument("--results", type=Path, default=Path("results"), help="run folders (default ./results)")
+        cmd.add_argument("--backend", choices=available_backends(), help="default: cuda if a GPU is present, else cpu")
+        cmd.add_argument("--case", action="append", help="case to use (profile: one performance case; sanitize: "
+                                                         "validation cases, repeatable)")
+        cmd.add_argument("--timeout", type=float, default=300.0, help="seconds before the tool is killed")
+        cmd.add_argument("--json", action="store_true")
+        cmd.set_defaults(func=_cmd_inspect, inspect=name)
+
     from .client.command import add_optimize_arguments
 
     opt = sub.add_parser("optimize", help="the autonomous loop: baseline, then proposals (LLM or tuner) evaluated "
@@ -83,6 +96,24 @@ def _parser() -> argparse.ArgumentParser:
     add_optimize_arguments(opt, available_backends())
     opt.set_defaults(func=_cmd_optimize)
     return parser
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from .inspect_steps import profile_step, sanitize_step
+    from .state import ServerConfig, ServerState
+
+    state = ServerState.open(ServerConfig(results_dir=args.results, backend=args.backend, transport="inprocess"))
+    try:
+        if args.inspect == "profile":
+            out = profile_step(state, args.run_id, args.candidate_id, (args.case or [None])[0], args.timeout)
+            text, ok = out.summary_text or f"profile {out.status}: {out.reason}", out.available
+        else:
+            out = sanitize_step(state, args.run_id, args.candidate_id, None, args.case, args.timeout)
+            text, ok = out.text, out.status == "clean"
+    finally:
+        state.close()
+    print(out.model_dump_json(indent=2, exclude_none=True) if args.json else text)
+    return 0 if ok else 1
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:

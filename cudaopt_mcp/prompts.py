@@ -17,6 +17,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
 from harness_tools.errors import HarnessError
+from harness_tools.ncu_summary import ProfileSummary
 
 from . import summaries as S
 from .runs import RunError
@@ -68,6 +69,7 @@ def render_optimize(state: ServerState, run_id: str, mode: str = "tools") -> str
         "tunables": json.dumps(summary.tunables) if summary.tunables else "none",
         "baseline_source": _cut(task.read(task.spec.baseline.source), summary.baseline_source_uri),
         "budget": budget, "best": best, "best_source": _best_source(state, run_id, info.best),
+        "best_profile": _best_profile(state, run_id, info.best),
         "attempts": _attempts(state, run_id), "feedback": latest_feedback(state, run_id),
     }
     values["how_to_work"] = load_template(f"optimize_{mode}").safe_substitute(values).strip()
@@ -90,6 +92,17 @@ def _best_source(state: ServerState, run_id: str, best) -> str:
     launch = json.dumps(c.get("launch")) + (f", defines {json.dumps(c['defines'])}" if c.get("defines") else "")
     source = _cut(c.get("source", ""), best.source_uri)
     return f"Best candidate's launch: {launch}\n\nBest candidate's source:\n\n```cuda\n{source}\n```\n"
+
+
+def _best_profile(state: ServerState, run_id: str, best) -> str:
+    """The Nsight Compute summary of the best candidate, when it has been profiled."""
+    if best is None:
+        return ""
+    record = state.store.read_json(run_id, best.candidate_id, "profile.json") or {}
+    if record.get("status") != "ok" or not record.get("summary"):
+        return ""
+    summary = ProfileSummary.model_validate(record["summary"])
+    return f"Nsight Compute profile of the best candidate (case {record.get('case')}):\n\n{summary.text()}\n"
 
 
 def _attempts(state: ServerState, run_id: str, limit: int = 20) -> str:

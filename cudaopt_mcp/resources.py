@@ -29,6 +29,9 @@ MIME = {".cu": "text/x-cuda", ".cuh": "text/x-cuda", ".json": "application/json"
 _CASE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
+BINARY_SUFFIXES = (".ncu-rep",)
+
+
 def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
     """``state_of`` returns the running server's state (static resources get no request context)."""
 
@@ -92,10 +95,12 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
 
     @server.resource("cudaopt://runs/{run_id}/candidates/{candidate_id}/{artifact}", name="candidate artifact")
     @guarded
-    def artifact(run_id: str, candidate_id: str, artifact: str) -> str:
+    def artifact(run_id: str, candidate_id: str, artifact: str) -> str | bytes:
         """A candidate's artifact: kernel.cu, candidate.json, compile.json, compile.log, evaluation.json,
-        execution.json (from run) or timing.json (from time)."""
-        return state_of().store.artifact_path(run_id, candidate_id, artifact).read_text()
+        execution.json (from run), timing.json (from time), profile.json / profile.details.csv /
+        profile.ncu-rep (binary, from profile), sanitize.json / sanitize-<tool>.log (from sanitize)."""
+        path = state_of().store.artifact_path(run_id, candidate_id, artifact)
+        return path.read_bytes() if path.suffix in BINARY_SUFFIXES else path.read_text()
 
     @server.resource("cudaopt://runs/{run_id}/candidates/{candidate_id}/outputs/{case}/{buffer}", name="kept output",
                      mime_type="application/octet-stream")

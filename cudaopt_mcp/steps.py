@@ -52,7 +52,7 @@ class StepRefused(HarnessError):
     """The request is not allowed or not possible as asked; the message says why and what to do."""
 
 
-def _no_progress(done: float, total: float, message: str) -> None:
+def no_progress(done: float, total: float, message: str) -> None:
     pass
 
 
@@ -200,7 +200,7 @@ def compile_output(run_id: str, candidate_id: str, result: CompileResult, reused
 def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: str | None = None,
                  cand_args: dict[str, Any] | None = None, note: str | None = None, roles: list[Role] | None = None,
                  seed: int | None = None, warmup: int | None = None, reps: int | None = None,
-                 timeout_s: float = 120.0, progress: Progress = _no_progress) -> EvaluateOutput:
+                 timeout_s: float = 120.0, progress: Progress = no_progress) -> EvaluateOutput:
     """compile, then launch and check (and, for performance cases, time) the candidate's cases."""
     started = time.perf_counter()
     store = state.store

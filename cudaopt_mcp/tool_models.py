@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from harness_tools.ncu_summary import ProfileSummary
 from harness_tools.spec import Expr, LaunchSpec
 
 CandidateStatus = Literal["compiled", "compile_error", "refused", "correct", "incorrect", "evaluating",
@@ -222,7 +223,27 @@ class ProfileOutput(BaseModel):
     candidate_id: str
     available: bool
     backend: str
-    reason: str
+    status: Literal["ok", "unavailable", "failed", "timeout"]
+    reason: str = Field(description="what happened, or why there is no profile and what to do")
+    case: str | None = Field(None, description="the performance case whose launch was profiled")
+    summary: ProfileSummary | None = None
+    summary_text: str | None = Field(None, description="the summary as a few lines a model can act on")
+    report_uri: str | None = Field(None, description="the full Nsight Compute report (.ncu-rep, binary)")
+    details_uri: str | None = Field(None, description="every section and rule of the report, as CSV")
+    elapsed_s: float = 0.0
+
+
+class SanitizeOutput(BaseModel):
+    run_id: str
+    candidate_id: str
+    backend: str
+    status: Literal["clean", "findings", "unavailable", "failed", "timeout"]
+    message: str
+    cases: list[str] = Field(description="the validation cases that were checked")
+    findings: int
+    text: str = Field(description="findings with their source lines, per tool")
+    record_uri: str
+    elapsed_s: float
 
 
 class HistoryOutput(BaseModel):

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field, ValidationError
 from harness_tools.errors import HarnessError
 from harness_tools.spec import Expr, LaunchSpec, bundled_task_names, resolve_task
 
-from . import steps
+from . import inspect_steps, steps
 from . import summaries as S
 from .state import ServerState
 from .tool_models import (
@@ -41,6 +41,7 @@ from .tool_models import (
     ListRunsOutput,
     ListTasksOutput,
     ProfileOutput,
+    SanitizeOutput,
     TaskListing,
 )
 
@@ -340,18 +341,47 @@ def register(server: MCPServer) -> None:
                                               warmup=warmup, reps=reps, timeout_s=timeout_s)
         return _result(out, _eval_summary(out), _eval_links(out), is_error=not out.correct)
 
-    @_tool(server, annotations=READ_ONLY)
-    async def profile(ctx: Context, run_id: RunId, candidate_id: CandidateId) -> Annotated[CallToolResult, ProfileOutput]:
-        """Nsight Compute profile of a candidate (occupancy, throughput, stall reasons).
+    @_tool(server, annotations=ADDITIVE_IDEMPOTENT)
+    async def profile(ctx: Context, run_id: RunId, candidate_id: CandidateId,
+                      case: Annotated[str | None, Field(description="performance case to profile (default: the first)")] = None,
+                      timeout_s: Annotated[float, Field(gt=0, le=600, description="seconds before ncu is killed")] = 300.0,
+                      ) -> Annotated[CallToolResult, ProfileOutput]:
+        """Nsight Compute profile of one warm launch of a candidate on one performance case (cuda backend).
 
-        Not available yet: this release returns an error result saying so, never made-up numbers.
-        Meanwhile compile reports registers/spills/shared memory and time reports latencies."""
-        state = _state(ctx)
-        await _blocking(None, state.store.candidate_dir, run_id, candidate_id)  # unknown ids are still refused
-        out = ProfileOutput(run_id=run_id, candidate_id=candidate_id, available=False, backend=state.backend_name,
-                            reason="not available yet on this backend: Nsight Compute profiling arrives in a later "
-                                   "release; use compile (registers, spills, shared memory) and time (latencies)")
-        return _result(out, f"profile unavailable: {out.reason}", is_error=True)
+        Returns a compact summary: duration, SM / memory / DRAM throughput as % of peak and whether the
+        kernel is memory-, compute- or latency-bound, achieved vs theoretical occupancy and what limits it,
+        registers and shared memory per block, the top warp stall reasons, L1/L2 hit rates, shared-memory
+        bank conflicts, its place on the roofline (task FLOPs/bytes against the peaks) and Nsight
+        Compute's top recommendations. The full report is linked (report_uri). Clocks are not locked, so
+        durations match the event timings. Takes 10-60 s; profiling time never counts in scores. Without
+        ncu, without permission to read GPU counters, or on the cpu backend it says so and what to do."""
+        out: ProfileOutput = await _blocking(ctx, inspect_steps.profile_step, _state(ctx), run_id, candidate_id,
+                                             case, timeout_s)
+        links = [(u, n, m) for u, n, m in ((out.report_uri, "profile.ncu-rep", "application/octet-stream"),
+                                           (out.details_uri, "profile.details.csv", "text/csv")) if u]
+        summary = (f"{run_id}/{candidate_id} profile ({out.case}):\n{out.summary_text}" if out.summary_text
+                   else f"profile {out.status}: {out.reason}")
+        return _result(out, summary, links, is_error=not out.available)
+
+    @_tool(server, annotations=ADDITIVE_IDEMPOTENT)
+    async def sanitize(ctx: Context, run_id: RunId, candidate_id: CandidateId,
+                       tools: Annotated[list[Literal["memcheck", "racecheck", "initcheck", "synccheck"]] | None,
+                                        Field(description="compute-sanitizer tools (cuda backend; default: all four)")] = None,
+                       cases: Annotated[list[str] | None, Field(description="validation cases (default: all)")] = None,
+                       timeout_s: Annotated[float, Field(gt=0, le=600, description="seconds per tool")] = 180.0,
+                       ) -> Annotated[CallToolResult, SanitizeOutput]:
+        """Check a candidate for memory errors, data races, uninitialised reads and barrier misuse.
+
+        cuda backend: NVIDIA compute-sanitizer memcheck (out-of-bounds/misaligned accesses), racecheck
+        (shared-memory races), initcheck (uninitialised global reads) and synccheck (invalid
+        __syncthreads) over the validation cases, the kernel compiled with line information. cpu
+        backend: ThreadSanitizer race check and guarded buffers (out-of-bounds with argument, block and
+        thread; divergent barriers). Findings name the kernel.cu line. A kernel that is fast because it
+        races or reads out of bounds must not win: run this on a new best. Findings are an error result."""
+        out: SanitizeOutput = await _blocking(ctx, inspect_steps.sanitize_step, _state(ctx), run_id, candidate_id,
+                                              tools, cases, timeout_s)
+        return _result(out, out.text[:1500], [(out.record_uri, "sanitize.json", "application/json")],
+                       is_error=out.status != "clean")
 
     @_tool(server, annotations=READ_ONLY)
     async def history(ctx: Context, run_id: RunId,

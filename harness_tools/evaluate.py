@@ -149,7 +149,6 @@ class _CaseRunner:
         self.task, self.backend, self.config, self.seed = task, backend, config, seed
         self.scratch, self.overhead, self.compiled = scratch, overhead, compiled
         self.stop_reason: str | None = None
-        self.spec_digest = hashlib.sha256(task.spec.model_dump_json().encode()).hexdigest()
         self.input_files: dict[str, Path] = {}
         self.any_failed = False
 
@@ -240,27 +239,11 @@ class _CaseRunner:
         return result
 
     def _inputs(self, case: Case) -> dict[str, np.ndarray]:
-        """Inputs drawn from the seed (or the task's stored ones), saved once per (task spec, case, seed)."""
-        key = (str(self.task.folder), self.spec_digest, case.name, self.seed)
-
-        def draw() -> dict[str, np.ndarray]:
-            stored = stored_inputs(self.task, case)
-            return stored if stored is not None else draw_inputs(self.task.spec, case, self.seed)
-        arrays, self.input_files = INPUT_FILES.get(key, draw)
+        arrays, self.input_files = case_inputs(self.task, case, self.seed)
         return arrays
 
     def _args(self, case: Case, case_dir: Path) -> list[ArgSpec]:
-        spec = self.task.spec
-        scalars = scalar_arguments(spec, case.sizes)
-        args = []
-        for p in spec.params:
-            if isinstance(p, ScalarParam):
-                args.append(ArgSpec(name=p.name, kind="scalar", dtype=p.dtype, value=scalars[p.name]))
-            else:
-                args.append(ArgSpec(name=p.name, kind="buffer", dtype=p.dtype, shape=list(spec.shape_of(p, case.sizes)),
-                                    role=p.role, initial=p.initial,
-                                    input_file=str(self.input_files[p.name]) if p.role != "out" else None))
-        return args
+        return case_arguments(self.task, case, self.input_files)
 
     def _rates(self, case: Case, median_ms: float) -> tuple[float | None, float | None]:
         metrics = self.task.spec.metrics
@@ -275,6 +258,31 @@ class _CaseRunner:
 def _load_output(path: str) -> np.ndarray:
     """A big output is mapped, not copied: it is read once, straight from the (usually in-memory) file."""
     return np.load(path, mmap_mode="r" if Path(path).stat().st_size > (1 << 20) else None)
+
+
+def case_inputs(task: Task, case: Case, seed: int) -> tuple[dict[str, np.ndarray], dict[str, Path]]:
+    """(arrays, files) of a case's inputs for ``seed`` (or the task's stored ones), saved once per spec/case/seed."""
+    digest = hashlib.sha256(task.spec.model_dump_json().encode()).hexdigest()
+
+    def draw() -> dict[str, np.ndarray]:
+        stored = stored_inputs(task, case)
+        return stored if stored is not None else draw_inputs(task.spec, case, seed)
+    return INPUT_FILES.get((str(task.folder), digest, case.name, seed), draw)
+
+
+def case_arguments(task: Task, case: Case, input_files: dict[str, Path]) -> list[ArgSpec]:
+    """The kernel's arguments for one case: buffers (inputs from their files) and scalar values."""
+    spec = task.spec
+    scalars = scalar_arguments(spec, case.sizes)
+    args = []
+    for p in spec.params:
+        if isinstance(p, ScalarParam):
+            args.append(ArgSpec(name=p.name, kind="scalar", dtype=p.dtype, value=scalars[p.name]))
+        else:
+            args.append(ArgSpec(name=p.name, kind="buffer", dtype=p.dtype, shape=list(spec.shape_of(p, case.sizes)),
+                                role=p.role, initial=p.initial,
+                                input_file=str(input_files[p.name]) if p.role != "out" else None))
+    return args
 
 
 def _first_line(log: str, word: str) -> str:

@@ -9,13 +9,14 @@ left behind by processes that died are swept when the next one starts.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import shutil
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,16 @@ def fast_tmp_dir() -> str | None:
     """Where scratch inputs and outputs go: /dev/shm when it has room (they can be hundreds of MB)."""
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() and shutil.disk_usage(shm).free > (8 << 30) else None
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str) -> Iterator[Path]:
+    """A temporary folder on the fast scratch filesystem, removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=fast_tmp_dir()))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class InputFiles:

@@ -32,6 +32,9 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
     parser.add_argument("--run", metavar="RUN_ID", help="continue this run instead of creating one")
     parser.add_argument("--seed", type=int, help="input seed for every evaluation of this invocation (default: random)")
     parser.add_argument("--no-confirm", action="store_true", help="skip re-evaluating the best on fresh inputs")
+    parser.add_argument("--profile-every", type=int, metavar="N",
+                        help="cuda: profile the best (Nsight Compute) every N iterations; default: after each improvement "
+                             "(llm) or never (tuner); 0: never. The summary goes into the LLM's feedback")
     parser.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
 
 
@@ -58,7 +61,9 @@ def run_optimize(args: argparse.Namespace) -> int:
     print(f"cudaopt: proposer {name} ({why})", file=sys.stderr)
     config = LoopConfig(task=args.task, run_id=args.run, max_iterations=args.max_iterations,
                         time_budget_s=args.time_budget, seed=args.seed, results=args.results,
-                        confirm=not args.no_confirm)
+                        confirm=not args.no_confirm,
+                        # the tuner does not read profiles: it profiles only when asked
+                        profile_every=0 if args.profile_every is None and name == "tuner" else args.profile_every)
 
     async def main() -> LoopSummary:
         async with open_session(args.server, args.results, args.backend) as session:

@@ -32,6 +32,8 @@ class LoopConfig(BaseModel):
     seed: int | None = None
     results: Path = Path("results")
     confirm: bool = True
+    profile_every: int | None = Field(None, ge=0, description="profile the best every N iterations when it changed "
+                                                               "(None: after each improvement; 0: never; cuda only)")
 
 
 class LoopSummary(BaseModel):
@@ -88,6 +90,8 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
         attempts.append(attempt)
         proposer.observe(attempt)
         _journal(run_dir, attempt)
+        if backend == "cuda" and _profile_due(config.profile_every, iteration, attempts):
+            await _profile_best(session, run_id, attempts, terminal)
     else:
         if config.max_iterations == 0:
             stopped = "no iterations asked for"
@@ -183,6 +187,28 @@ def _proposal_from_meta(meta: dict[str, Any]) -> Proposal | None:
     cand = meta.get("candidate") or {}
     return Proposal(source=cand.get("source"), launch=cand.get("launch"), defines=cand.get("defines") or None,
                     options=cand.get("options") or None, note=(meta.get("note") or "")[:500])
+
+
+def _profile_due(every: int | None, iteration: int, attempts: list[Attempt]) -> bool:
+    """After each improvement by default; every N iterations when asked (if the best is not profiled yet)."""
+    best = _best(attempts)
+    if every == 0 or best is None or best.profile is not None:
+        return False
+    return attempts[-1].new_best if every is None else iteration % every == 0
+
+
+async def _profile_best(session: Session, run_id: str, attempts: list[Attempt], terminal: Terminal) -> None:
+    """Nsight Compute on the best candidate; the server's prompt shows its summary to the next proposal."""
+    best = _best(attempts)
+    terminal.evaluating(best.iteration, f"profiling {best.candidate_id}")
+    try:
+        out = await session.call("profile", run_id=run_id, candidate_id=best.candidate_id)
+    except SessionError as exc:
+        best.profile = f"profile refused: {exc}"
+        return
+    data = out.data
+    best.profile = data.get("summary_text") or f"profile {data.get('status')}: {data.get('reason')}"
+    terminal.note(f"profile of {best.candidate_id}: " + best.profile.splitlines()[0][:150])
 
 
 def _best(attempts: list[Attempt]) -> Attempt | None:

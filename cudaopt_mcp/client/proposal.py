@@ -68,6 +68,7 @@ class Attempt(BaseModel):
     spill_bytes: int | None = None
     failure: str | None = Field(None, description="why it is not correct / not usable, with the evidence")
     elapsed_s: float = 0.0
+    profile: str | None = Field(None, description="Nsight Compute summary, when this candidate was profiled")
     evaluation: dict[str, Any] | None = Field(None, description="the evaluate tool's structured result")
 
 

@@ -58,6 +58,9 @@ class Terminal:
         name = label or ("baseline" if attempt.iteration == 0 and attempt.proposal is None else f"iteration {attempt.iteration}")
         self._line(f"{name}: {describe(attempt, self.unit)}")
 
+    def note(self, text: str) -> None:
+        self._line(text, bar=False)
+
     # ---- drawing ------------------------------------------------------------------------------------
     def _bar(self) -> str:
         filled = int(BAR * self.done / self.total) if self.total else BAR

@@ -14,7 +14,7 @@ from cudaopt_mcp.state import ServerConfig
 from harness_tools.spec import BUNDLED_DIR
 
 EXPECTED_TOOLS = {"list_tasks", "create_run", "list_runs", "get_run", "compile", "evaluate", "run", "compare", "time",
-                  "profile", "history", "best", "start_evaluation", "job"}
+                  "profile", "sanitize", "history", "best", "start_evaluation", "job"}
 
 
 def client(results: Path, transport: str = "inprocess", **config) -> Client:
@@ -141,7 +141,8 @@ def test_run_compare_time_best_and_speedups(tmp_path, small_task, kernels):
 
             prof = await call(c, "profile", run_id=run_id, candidate_id=cid)
             assert prof.is_error and not prof.structured_content["available"]
-            assert "not available yet" in prof.structured_content["reason"]
+            assert prof.structured_content["status"] == "unavailable"
+            assert "needs the cuda backend" in prof.structured_content["reason"]
     anyio.run(main)
 
 
