@@ -76,7 +76,8 @@ def sanitize_step(state: ServerState, run_id: str, candidate_id: str, tools: lis
                     for log in scratch.glob("*.log"):
                         shutil.move(str(log), folder / f"sanitize-{log.name}")
             else:
-                result = sanitize_cpu(task, cand, state.backend(), case_names=cases, timeout_s=timeout_s)
+                with scratch_dir("cudaopt-sanitize-") as scratch:
+                    result = sanitize_cpu(task, cand, state.backend(), scratch, case_names=cases, timeout_s=timeout_s)
         atomic_write(folder / "sanitize.json", result.model_dump_json(indent=2))
         store.append_history(run_id, {"event": "sanitize", "candidate_id": candidate_id, "status": result.status})
     return _sanitize_output(result, run_id, candidate_id)

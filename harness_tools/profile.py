@@ -46,7 +46,7 @@ class ProfileResult(BaseModel):
 
 def ncu_version(ncu: str) -> str | None:
     try:
-        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=10, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(r"Version\s+(\S+)", out)
@@ -69,7 +69,7 @@ def profile_candidate(task: Task, candidate: Candidate, arch: str, folder: Path,
                "--export", str(report), *launcher_command(request)]
     run = run_wrapped(command, timeout_s, folder)
     (folder / "ncu.log").write_text(run.output)
-    result = ProfileResult(status="ok", case=case.name, elapsed_s=run.elapsed_s, ncu_version=ncu_version(ncu))
+    result = ProfileResult(status="ok", case=case.name, elapsed_s=run.elapsed_s)
     problem = _problem(run.output, run.timed_out, run.returncode, report.with_suffix(".ncu-rep"), timeout_s)
     if problem is not None:
         result.status, result.message = problem
@@ -90,6 +90,7 @@ def profile_candidate(task: Task, candidate: Candidate, arch: str, folder: Path,
         result.status, result.message = "failed", f"could not read the ncu report: {exc}"
         return result
     result.report_file = "profile.ncu-rep"
+    result.ncu_version = ncu_version(ncu)
     result.message = f"profiled {candidate.kernel_name} on case {case.name} (launch {WARM_LAUNCHES + 1}, warm)"
     return result
 

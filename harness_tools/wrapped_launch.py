@@ -70,10 +70,10 @@ def pick_case(task: Task, name: str | None, role: str, backend: str = "cuda") ->
     raise LaunchPrepError(f"task {task.name} has no case {name!r}; cases: {', '.join(c.name for c in task.spec.cases)}")
 
 
-def prepare_request(task: Task, candidate: Candidate, case: Case, arch: str, seed: int, folder: Path,
-                    timing: TimingPlan | None, name: str = "request") -> Path:
-    """Compile (with line information, so tools can name source lines), draw the inputs, and write the
-    launcher's request file into ``folder``."""
+def build_request(task: Task, candidate: Candidate, case: Case, arch: str, seed: int, output_dir: Path,
+                  timing: TimingPlan | None = None) -> CaseRequest:
+    """The request for one case: compiled (with line information, so tools can name source lines), with
+    the case's inputs for ``seed``."""
     if not {"-lineinfo", "--generate-line-info"} & set(candidate.options):
         candidate = candidate.model_copy(update={"options": [*candidate.options, "-lineinfo"]})
     compiled = compile_candidate(candidate, arch)
@@ -84,10 +84,16 @@ def prepare_request(task: Task, candidate: Candidate, case: Case, arch: str, see
     except CandidateError as exc:
         raise LaunchPrepError(str(exc)) from None
     _, files = case_inputs(task, case, seed)
-    request = CaseRequest(kernel_name=candidate.kernel_name, cubin=compiled.cubin or b"", source=candidate.source,
-                          defines={k: str(v) for k, v in candidate.defines.items()}, options=list(candidate.options),
-                          grid=grid, block=block, shared_mem=shared, args=case_arguments(task, case, files),
-                          timing=timing, output_dir=str(folder / "out" / case.name))
+    return CaseRequest(kernel_name=candidate.kernel_name, cubin=compiled.cubin or b"", source=candidate.source,
+                       defines={k: str(v) for k, v in candidate.defines.items()}, options=list(candidate.options),
+                       grid=grid, block=block, shared_mem=shared, args=case_arguments(task, case, files),
+                       timing=timing, output_dir=str(output_dir))
+
+
+def prepare_request(task: Task, candidate: Candidate, case: Case, arch: str, seed: int, folder: Path,
+                    timing: TimingPlan | None, name: str = "request") -> Path:
+    """Write the launcher's request file for one case into ``folder``."""
+    request = build_request(task, candidate, case, arch, seed, folder / "out" / case.name, timing)
     path = folder / f"{name}.pkl"
     with open(path, "wb") as handle:
         pickle.dump(request.model_dump(), handle)

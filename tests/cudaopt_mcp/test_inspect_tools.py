@@ -1,0 +1,114 @@
+"""``profile`` and ``sanitize`` through the MCP server (cpu backend, no GPU), the CLI commands, and the
+profile summary in the optimisation prompt (from an ncu report captured on the H200)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+from mcp import Client
+
+from cudaopt_mcp.server import build_server
+from cudaopt_mcp.state import ServerConfig
+from harness_tools.ncu_summary import summarize
+from harness_tools.profile import ProfileResult
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
+ROOT = Path(__file__).resolve().parents[2]
+
+OOB_TRANSPOSE = """
+extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
+    if (r < rows && c < cols) out[(size_t)c * rows + r + 1024] = in[(size_t)r * cols + c];
+}
+"""
+# A shared-memory tile read back by other threads without the barrier between the store and the load.
+RACY_TRANSPOSE = """
+#define TILE 32
+extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
+    __shared__ float tile[TILE][TILE + 1];
+    int c = blockIdx.x * TILE + threadIdx.x, r = blockIdx.y * TILE + threadIdx.y;
+    for (int j = 0; j < TILE; j += 8)
+        if (r + j < rows && c < cols) tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(r + j) * cols + c];
+    c = blockIdx.y * TILE + threadIdx.x; r = blockIdx.x * TILE + threadIdx.y;
+    for (int j = 0; j < TILE; j += 8)
+        if (r + j < cols && c < rows) out[(size_t)(r + j) * rows + c] = tile[threadIdx.x][threadIdx.y + j];
+}
+"""
+TILED_LAUNCH = {"grid": ["ceil_div(cols, 32)", "ceil_div(rows, 32)"], "block": [32, 8]}
+
+
+def client(results: Path) -> Client:
+    return Client(build_server(ServerConfig(results_dir=results, backend="cpu", transport="inprocess")))
+
+
+def test_sanitize_on_the_cpu_backend_finds_out_of_bounds_writes_and_races_with_their_lines(tmp_path):
+    async def main():
+        async with client(tmp_path / "results") as c:
+            run_id = (await c.call_tool("create_run", {"task": "transpose"})).structured_content["run_id"]
+            await c.call_tool("evaluate", {"run_id": run_id})
+            clean = await c.call_tool("sanitize", {"run_id": run_id, "candidate_id": "c0001"})
+            assert not clean.is_error and clean.structured_content["status"] == "clean"
+            assert clean.structured_content["cases"] and clean.structured_content["findings"] == 0
+
+            oob = (await c.call_tool("evaluate", {"run_id": run_id, "source": OOB_TRANSPOSE})).structured_content
+            found = await c.call_tool("sanitize", {"run_id": run_id, "candidate_id": oob["candidate_id"]})
+            out = found.structured_content
+            assert found.is_error and out["status"] == "findings" and out["findings"] >= 1
+            assert "out_of_bounds" in out["text"] and "'out'" in out["text"]
+
+            racy = (await c.call_tool("evaluate", {"run_id": run_id, "source": RACY_TRANSPOSE,
+                                                   "launch": TILED_LAUNCH})).structured_content
+            raced = (await c.call_tool("sanitize", {"run_id": run_id, "candidate_id": racy["candidate_id"]})).structured_content
+            assert raced["status"] == "findings" and "race" in raced["text"]
+            assert "kernel.cu(7)" in raced["text"] and "kernel.cu(10)" in raced["text"]  # the tile's store and load
+            record = await c.read_resource(raced["record_uri"])
+            assert json.loads(record.contents[0].text)["cpu_findings"]
+
+            prof = (await c.call_tool("profile", {"run_id": run_id, "candidate_id": "c0001"})).structured_content
+            assert prof["status"] == "unavailable" and "cuda backend" in prof["reason"]
+    anyio.run(main)
+
+
+def test_the_prompt_shows_the_best_candidates_profile(tmp_path):
+    results = tmp_path / "results"
+
+    async def main():
+        async with client(results) as c:
+            run_id = (await c.call_tool("create_run", {"task": "transpose"})).structured_content["run_id"]
+            assert (await c.call_tool("evaluate", {"run_id": run_id})).structured_content["new_best"]
+            # what `profile` stores on a GPU host, here from the H200 capture of the same baseline
+            raw, details = ((FIXTURES / f"transpose_baseline.{p}.csv").read_text() for p in ("raw", "details"))
+            record = ProfileResult(status="ok", case="perf_8192x8192", summary=summarize(raw, details),
+                                   report_file="profile.ncu-rep")
+            (results / run_id / "candidates" / "c0001" / "profile.json").write_text(record.model_dump_json())
+            prompt = await c.get_prompt("optimize", {"run_id": run_id, "mode": "reply"})
+            text = prompt.messages[0].content.text
+            assert "Nsight Compute profile of the best candidate (case perf_8192x8192)" in text
+            assert "memory" in text.split("Nsight Compute profile")[1][:600].lower()
+            assert "Call `evaluate`" not in text  # reply mode: the client evaluates, the model only answers
+    anyio.run(main)
+
+
+def test_cli_sanitize_and_profile_on_the_cpu_backend(tmp_path):
+    results = tmp_path / "results"
+
+    async def make_run():
+        async with client(results) as c:
+            run_id = (await c.call_tool("create_run", {"task": "reduce_sum"})).structured_content["run_id"]
+            await c.call_tool("evaluate", {"run_id": run_id})
+    anyio.run(make_run)
+
+    def cudaopt(*args):
+        return subprocess.run([sys.executable, "-m", "cudaopt_mcp.cli", *args, "--results", str(results),
+                               "--backend", "cpu"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    ok = cudaopt("sanitize", "run-001", "c0001", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["status"] == "clean"
+    prof = cudaopt("profile", "run-001", "c0001")
+    assert prof.returncode == 1 and "needs the cuda backend" in prof.stdout
+    unknown = cudaopt("sanitize", "run-001", "c0099")
+    assert unknown.returncode == 2 and "c0099" in unknown.stderr
