@@ -1,0 +1,74 @@
+"""Nsight Compute and compute-sanitizer on the real GPU (``gpu`` marker; skipped without one)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness_tools import candidate as candidates
+from harness_tools.profile import profile_candidate
+from harness_tools.sanitize import sanitize_cuda
+from harness_tools.spec import bundled_task_names, resolve_task
+
+pytestmark = pytest.mark.gpu
+
+OOB_READ_TRANSPOSE = """
+extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
+    if (r < rows && c < cols) out[(size_t)c * rows + r] = in[(size_t)r * cols + c + 100000];
+}
+"""
+RACY_TRANSPOSE = """
+#define TILE 32
+extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
+    __shared__ float tile[TILE][TILE + 1];
+    int c = blockIdx.x * TILE + threadIdx.x, r = blockIdx.y * TILE + threadIdx.y;
+    for (int j = 0; j < TILE; j += 8)
+        if (r + j < rows && c < cols) tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(r + j) * cols + c];
+    c = blockIdx.y * TILE + threadIdx.x; r = blockIdx.x * TILE + threadIdx.y;
+    for (int j = 0; j < TILE; j += 8)
+        if (r + j < cols && c < rows) out[(size_t)(r + j) * rows + c] = tile[threadIdx.x][threadIdx.y + j];
+}
+"""
+TILED_LAUNCH = {"grid": ["ceil_div(cols, 32)", "ceil_div(rows, 32)"], "block": [32, 8]}
+
+
+def _arch(cuda_backend) -> str:
+    return cuda_backend.device_info().arch
+
+
+@pytest.mark.parametrize("task_name", bundled_task_names())
+def test_each_baseline_profile_parses_into_the_summary(cuda_backend, tmp_path, task_name):
+    task = resolve_task(task_name)
+    result = profile_candidate(task, candidates.baseline(task), _arch(cuda_backend), tmp_path)
+    assert result.status == "ok", result.message
+    s = result.summary
+    assert s.kernel == task.spec.kernel_name and s.duration_us > 0 and s.occupancy.registers_per_thread > 0
+    assert len(s.text()) < 1800 and (tmp_path / "profile.ncu-rep").is_file()
+
+
+def test_transpose_is_memory_bound_and_tiled_sgemm_compute_bound(cuda_backend, tmp_path):
+    transpose = resolve_task("transpose")
+    t = profile_candidate(transpose, candidates.baseline(transpose), _arch(cuda_backend), tmp_path / "t")
+    sgemm = resolve_task("sgemm")
+    tuned = candidates.tuned(sgemm, {"BM": 128, "BN": 64, "BK": 8, "TM": 8, "TN": 8})
+    g = profile_candidate(sgemm, tuned, _arch(cuda_backend), tmp_path / "g")
+    assert t.summary.bound == "memory", t.summary.text()
+    assert g.summary.bound == "compute", g.summary.text()
+
+
+def test_sanitize_catches_an_out_of_bounds_read_and_a_missing_barrier_with_their_lines(cuda_backend, tmp_path):
+    task = resolve_task("transpose")
+    base = candidates.baseline(task)
+    oob = base.model_copy(update={"source": OOB_READ_TRANSPOSE})
+    found = sanitize_cuda(task, oob, _arch(cuda_backend), tmp_path / "oob", tools=["memcheck"],
+                          case_names=["val_odd_33x65"])
+    assert found.status == "findings", found.text()
+    assert any(f.line == 4 and "read" in f.kind for r in found.reports for f in r.findings), found.text()
+    racy = base.model_copy(update={"source": RACY_TRANSPOSE, "launch": base.launch.model_validate(TILED_LAUNCH)})
+    raced = sanitize_cuda(task, racy, _arch(cuda_backend), tmp_path / "race", tools=["racecheck"],
+                          case_names=["val_odd_33x65"])
+    assert raced.status == "findings", raced.text()
+    lines = {f.line for r in raced.reports for f in r.findings}
+    assert lines & {7, 10}, raced.text()
+    clean = sanitize_cuda(task, base, _arch(cuda_backend), tmp_path / "clean", case_names=["val_odd_33x65"])
+    assert clean.status == "clean", clean.text()
