@@ -31,6 +31,10 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
     parser.add_argument("--results", type=Path, default=Path("results"), help="run folders (default ./results)")
     parser.add_argument("--run", metavar="RUN_ID", help="continue this run instead of creating one")
     parser.add_argument("--seed", type=int, help="input seed for every evaluation of this invocation (default: random)")
+    parser.add_argument("--warmup", type=int, help="warm-up launches per performance case while searching "
+                                                   "(default: the server's, 10 on a GPU)")
+    parser.add_argument("--reps", type=int, help="timed launches per performance case while searching (default: the "
+                                                 "server's, 100 on a GPU); the best is confirmed with the full plan")
     parser.add_argument("--no-confirm", action="store_true", help="skip re-evaluating the best on fresh inputs")
     parser.add_argument("--profile-every", type=int, metavar="N",
                         help="cuda: profile the best (Nsight Compute) every N iterations; default: after each improvement "
@@ -61,7 +65,7 @@ def run_optimize(args: argparse.Namespace) -> int:
     print(f"cudaopt: proposer {name} ({why})", file=sys.stderr)
     config = LoopConfig(task=args.task, run_id=args.run, max_iterations=args.max_iterations,
                         time_budget_s=args.time_budget, seed=args.seed, results=args.results,
-                        confirm=not args.no_confirm,
+                        confirm=not args.no_confirm, warmup=args.warmup, reps=args.reps,
                         # the tuner does not read profiles: it profiles only when asked
                         profile_every=0 if args.profile_every is None and name == "tuner" else args.profile_every)
 

@@ -32,6 +32,9 @@ class LoopConfig(BaseModel):
     seed: int | None = None
     results: Path = Path("results")
     confirm: bool = True
+    warmup: int | None = Field(None, ge=0, description="warm-up launches per performance case while searching")
+    reps: int | None = Field(None, ge=1, description="timed launches per performance case while searching "
+                                                     "(the confirmation of the best uses the server's full plan)")
     profile_every: int | None = Field(None, ge=0, description="profile the best every N iterations when it changed "
                                                                "(None: after each improvement; 0: never; cuda only)")
 
@@ -65,7 +68,7 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
     for attempt in attempts:
         proposer.observe(attempt)
     if not any(a.proposal is None and a.correct for a in attempts):
-        attempts.append(await _evaluate(session, run_id, None, 0, seed, terminal))
+        attempts.append(await _evaluate(session, run_id, None, 0, seed, terminal, timing=_search_timing(config)))
         proposer.observe(attempts[-1])
         _journal(run_dir, attempts[-1])
     stopped = f"iteration budget of {config.max_iterations} used"
@@ -86,7 +89,7 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
             attempt = Attempt(iteration=iteration, status="unusable_reply", failure=proposal.reason)
             terminal.attempt(attempt)
         else:
-            attempt = await _evaluate(session, run_id, proposal, iteration, seed, terminal)
+            attempt = await _evaluate(session, run_id, proposal, iteration, seed, terminal, timing=_search_timing(config))
         attempts.append(attempt)
         proposer.observe(attempt)
         _journal(run_dir, attempt)
@@ -118,8 +121,13 @@ async def _open_run(session: Session, config: LoopConfig) -> tuple[str, str, Tas
     return out["run_id"], out["backend"], TaskSummary.model_validate(out["task"])
 
 
+def _search_timing(config: LoopConfig) -> dict[str, int]:
+    return {k: v for k, v in (("warmup", config.warmup), ("reps", config.reps)) if v is not None}
+
+
 async def _evaluate(session: Session, run_id: str, proposal: Proposal | None, iteration: int, seed: int | None,
-                    terminal: Terminal, candidate_id: str | None = None, label: str | None = None) -> Attempt:
+                    terminal: Terminal, candidate_id: str | None = None, label: str | None = None,
+                    timing: dict[str, int] | None = None) -> Attempt:
     """One evaluate call; a refusal (invalid candidate, exhausted budget) is an attempt too, not a crash."""
     terminal.evaluating(iteration, label or ("baseline" if proposal is None and candidate_id is None else None))
     started = time.monotonic()
@@ -128,7 +136,7 @@ async def _evaluate(session: Session, run_id: str, proposal: Proposal | None, it
         args["note"] = "baseline"
     try:
         outcome = await session.call("evaluate", progress=terminal.progress, run_id=run_id, seed=seed,
-                                     candidate_id=candidate_id, **args)
+                                     candidate_id=candidate_id, **(timing or {}), **args)
     except SessionError as exc:
         attempt = Attempt(iteration=iteration, proposal=proposal, status="refused", failure=str(exc),
                           elapsed_s=round(time.monotonic() - started, 2))

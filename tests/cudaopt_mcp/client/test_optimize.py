@@ -99,7 +99,7 @@ def test_bad_invocations_exit_2_with_the_reason(tmp_path):
 
 def test_optimize_against_a_running_http_server(tmp_path, http_server):
     _, url = http_server(tmp_path / "served")
-    out = optimize("transpose", "--proposer", "tuner", "--max-iterations", "2", "--server", url,
+    out = optimize("transpose", "--proposer", "tuner", "--max-iterations", "2", "--server", url, "--reps", "3",
                    "--results", str(tmp_path / "local"), "--json")
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
@@ -107,6 +107,11 @@ def test_optimize_against_a_running_http_server(tmp_path, http_server):
     # the run lives with the server; the export is offered as a resource
     assert (tmp_path / "served" / summary["run_id"] / "history.jsonl").is_file()
     assert summary["best_kernel"] == f"cudaopt://runs/{summary['run_id']}/best/best_kernel.cu"
+    # searching used the lighter timing plan asked for; the confirmation of the best the full one (cpu: 5)
+    other = next(a["candidate_id"] for a in summary["attempts"] if a["candidate_id"] != summary["best"]["candidate_id"])
+    record = json.loads((tmp_path / "served" / summary["run_id"] / "candidates" / other / "evaluation.json").read_text())
+    assert len(record["cases"][-1]["timing"]["samples_ms"]) == 3
+    assert summary["confirmation"]["evaluation"]["cases"][-1]["reps"] == 5
 
 
 def test_the_time_budget_stops_the_loop(tmp_path):
