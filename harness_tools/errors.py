@@ -10,7 +10,14 @@ never raise. These exceptions are for bad input and for broken environments::
     ├── CompilerUnavailable    NVRTC cannot be loaded (the message says which package to install)
     ├── BackendError           an execution backend cannot be used here
     │   └── BackendUnavailable    e.g. no GPU / no driver; the message says what to do
-    └── WorkerError            the worker process broke in a way that is not the kernel's fault
+    ├── WorkerError            the worker process broke in a way that is not the kernel's fault
+    ├── LaunchPrepError        (wrapped_launch) a case cannot be prepared for ncu / compute-sanitizer
+    ├── ProfileParseError      (ncu_summary) text that is not an Nsight Compute CSV
+    └── defined by the MCP side on the same base:
+        RunError, StepRefused  (cudaopt_mcp) unknown ids, refused requests
+        SessionError           (client) the server refused a call or cannot be reached
+        ProposerUnavailable    (client) a proposer cannot be created here (missing extra, API key)
+        PromptMissing          (prompts) a template file is missing
 """
 
 from __future__ import annotations
