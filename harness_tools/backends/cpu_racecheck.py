@@ -34,11 +34,11 @@ from .cpu_build import (
     BUILD_TIMEOUT_S,
     RUNTIME_DIR,
     KernelBuild,
+    cache_root,
     cap_log,
+    compiler,
     compiler_diagnostics,
     runtime_hash,
-    cache_root,
-    compiler,
     stub_include_dir,
 )
 from .cpu_translate import launcher, rewrite_dynamic_shared, unsupported

@@ -15,13 +15,12 @@ from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
+from cuda.bindings import driver as cu  # imported by worker processes only
 
 from ..execution import ArgSpec, CaseRequest, CaseRun
 from ..inputs import POISON_BYTE, TAIL_BYTES
 from ..timing import TimingPlan, measure, summarize
 from .kernel_args import argument_array
-
-from cuda.bindings import driver as cu  # noqa: E402  (worker process only)
 
 # Errors after which the context is corrupt and the process must end (CUDA driver API docs).
 STICKY = {700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 721, 999}

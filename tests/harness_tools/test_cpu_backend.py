@@ -9,7 +9,6 @@ from harness_tools.backends.cpu_translate import unsupported
 from harness_tools.evaluate import EvaluationConfig, evaluate
 from harness_tools.spec import LaunchSpec, bundled_task_names, resolve_task
 
-
 # reduce_sum with dynamic shared memory, warp shuffles and one atomicAdd per block.
 # Launch: grid ceil_div(n, 256), block 256, 32 floats of dynamic shared memory.
 SHUFFLE_REDUCE = """
