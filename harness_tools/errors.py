@@ -12,7 +12,7 @@ never raise. These exceptions are for bad input and for broken environments::
     │   └── BackendUnavailable    e.g. no GPU / no driver; the message says what to do
     ├── WorkerError            the worker process broke in a way that is not the kernel's fault
     ├── LaunchPrepError        (wrapped_launch) a case cannot be prepared for ncu / compute-sanitizer
-    ├── ProfileParseError      (ncu_summary) text that is not an Nsight Compute CSV
+    ├── ProfileParseError      (ncu_csv) text that is not an Nsight Compute CSV
     └── defined by the MCP side on the same base:
         RunError, StepRefused  (cudaopt_mcp) unknown ids, refused requests
         SessionError           (client) the server refused a call or cannot be reached
