@@ -79,6 +79,11 @@ class TunerProposer:
         if not untried:
             return NoProposal(kind="exhausted", reason=self._exhausted_reason(len(valid)))
         if len(untried) <= remaining:
+            # Every configuration will be tried; the model still picks the order, so a run cut short (time
+            # budget) or read early has seen the promising ones first.
+            asked = self._ask()
+            if asked is not None:
+                return self._offer(asked[0], asked[1], f"exhaustive, in {asked[2]} order")
             return self._offer(untried[0], self._enqueue(untried[0]), "exhaustive")
         asked = self._ask()
         if asked is not None:
