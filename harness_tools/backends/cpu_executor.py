@@ -21,6 +21,7 @@ import numpy as np
 from ..execution import ArgSpec, CaseRequest, CaseRun
 from ..inputs import POISON_BYTE
 from ..timing import summarize
+from .byte_compare import same_bytes
 from .cpu_build import build_kernel, runtime_library
 from .cpu_translate import needs_fibers, unsupported
 from .kernel_args import argument_array
@@ -159,7 +160,7 @@ class CpuExecutor:
             data = _view(buf.data, buf.size).view(arg.dtype).reshape(arg.shape).copy()
             if arg.role == "in":
                 original = np.load(arg.input_file, mmap_mode="r")
-                if not np.array_equal(data.view(np.uint8), np.asarray(original).view(np.uint8)):
+                if not same_bytes(data, original):
                     run.modified_inputs.append(arg.name)
             else:
                 path = out_dir / f"{arg.name}.npy"

@@ -20,6 +20,7 @@ from cuda.bindings import driver as cu  # imported by worker processes only
 from ..execution import ArgSpec, CaseRequest, CaseRun
 from ..inputs import POISON_BYTE, TAIL_BYTES
 from ..timing import TimingPlan, measure, summarize
+from .byte_compare import same_bytes
 from .kernel_args import argument_array
 
 # Errors after which the context is corrupt and the process must end (CUDA driver API docs).
@@ -186,7 +187,7 @@ class CudaExecutor:
             if arg.role == "in":
                 back = np.empty(arg.shape, dtype=arg.dtype)
                 _ok(cu.cuMemcpyDtoH(back.ctypes.data, ptr, nbytes), f"download {arg.name}")
-                if not np.array_equal(back.view(np.uint8), host.view(np.uint8)):
+                if not same_bytes(back, host):
                     run.modified_inputs.append(arg.name)
             else:
                 out = np.empty(arg.shape, dtype=arg.dtype)

@@ -317,3 +317,28 @@ def test_the_portable_ucontext_fibers_give_the_same_results(monkeypatch):
         assert "kernel.cu(5)" in evaluate(task, cand, backend, VALIDATION).cases[0].run.message
     finally:
         backend.close()
+
+
+def test_same_bytes_compares_contents_at_memory_speed():
+    import numpy as np
+
+    from harness_tools.backends.byte_compare import same_bytes
+
+    a = np.arange(1 << 20, dtype=np.float32)
+    b = a.copy()
+    assert same_bytes(a, b) and same_bytes(a[:0], b[:0])
+    b[-1] = np.nextafter(b[-1], np.float32(np.inf))  # one bit in the last element
+    assert not same_bytes(a, b)
+    assert not same_bytes(a, a[:-1])
+    assert same_bytes(a.reshape(1024, 1024), a.view(np.uint8))  # bytes, whatever the dtype and shape
+    nan = np.array([np.nan], dtype=np.float32)
+    assert same_bytes(nan, nan.copy())  # NaN poison compares equal to itself, unlike ==
+
+
+def test_a_kernel_that_writes_its_input_is_caught(cpu_backend):
+    source = GOOD_TRANSPOSE.replace("= in[(size_t)r * cols + c];", "= in[(size_t)r * cols + c]; ((float*)in)[0] = 0.f;")
+    task, cand = _candidate("transpose", source)
+    result = evaluate(task, cand, cpu_backend, VALIDATION)
+    assert any(c.status == "corrupted" and c.run.modified_inputs == ["in"] for c in result.cases)
+    task, good = _candidate("transpose", GOOD_TRANSPOSE)
+    assert all(not c.run.modified_inputs for c in evaluate(task, good, cpu_backend, VALIDATION).cases)
