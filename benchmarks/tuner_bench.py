@@ -37,10 +37,10 @@ def valid_configs(task_name: str) -> list[dict[str, int]]:
     return [space.as_dict(c) for c in space.valid() or []]
 
 
-def run_tuner(task: str, iterations: int, out: Path, backend: str | None) -> dict:
+def run_tuner(task: str, iterations: int, out: Path, backend: str | None, timing: list[str]) -> dict:
     cmd = [sys.executable, "-m", "cudaopt_mcp.cli", "optimize", task, "--proposer", "tuner", "--max-iterations",
            str(iterations), "--seed", str(SEED), "--results", str(out / "results"), "--json", "--no-confirm"]
-    cmd += ["--backend", backend] if backend else []
+    cmd += (["--backend", backend] if backend else []) + timing
     started = time.perf_counter()
     print(f"tuning {task}: {iterations} iterations", file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OPENAI_API_KEY": ""})
@@ -168,6 +168,8 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, help="budget per task (default: every valid configuration)")
     parser.add_argument("--backend", help="default: the server's (cuda on a GPU host)")
     parser.add_argument("--kernel-tuner", action="store_true", help="also Kernel Tuner's brute force on sgemm")
+    parser.add_argument("--warmup", type=int, help="warm-up launches per performance case while searching")
+    parser.add_argument("--reps", type=int, help="timed launches per performance case while searching")
     parser.add_argument("--kt-start-by", type=float, default=420.0,
                         help="seconds after start after which no further Kernel Tuner shape is started")
     parser.add_argument("--out", type=Path, required=True)
@@ -186,7 +188,8 @@ def main() -> int:
         (args.out / "reference_points.json").write_text(json.dumps(extra, indent=1))
     for task in args.tasks:
         n = args.iterations or len(valid_configs(task))
-        summary = run_tuner(task, n, args.out, args.backend)
+        timing = [f"--{k}={v}" for k, v in (("warmup", args.warmup), ("reps", args.reps)) if v is not None]
+        summary = run_tuner(task, n, args.out, args.backend, timing)
         report(task, summary, extra)
     if args.kernel_tuner and gpu:
         shapes = [c.sizes for c in resolve_task("sgemm").spec.cases_for(["performance"], "cuda")]
