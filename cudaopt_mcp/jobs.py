@@ -24,6 +24,7 @@ from harness_tools.errors import HarnessError
 
 from . import steps
 from .state import ServerState
+from .tool_calls import state_of, tool, tool_result
 from .tool_models import EvaluateOutput
 from .tools import (
     ADDITIVE,
@@ -39,9 +40,6 @@ from .tools import (
     Source,
     Tunables,
     Warmup,
-    _result,
-    _state,
-    _tool,
 )
 
 JOB_ID = re.compile(r"^job-\d{4,9}$")
@@ -127,7 +125,7 @@ class JobTable:
 
 
 def register(server: MCPServer, table: JobTable) -> None:
-    @_tool(server, annotations=ADDITIVE)
+    @tool(server, annotations=ADDITIVE)
     async def start_evaluation(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
                                defines: Defines = None, options: Options = None, tunables: Tunables = None,
                                candidate_id: Annotated[str | None, Field(description="evaluate this stored candidate "
@@ -140,14 +138,14 @@ def register(server: MCPServer, table: JobTable) -> None:
         exactly what evaluate would have returned (and the run's best is updated the same way)."""
         cand = {"source": source, "launch": launch, "defines": defines, "options": options, "tunables": tunables}
         try:
-            job = table.start(_state(ctx), run_id, candidate_id=candidate_id, cand_args=cand, note=note, roles=roles,
+            job = table.start(state_of(ctx), run_id, candidate_id=candidate_id, cand_args=cand, note=note, roles=roles,
                               seed=seed, warmup=warmup, reps=reps, timeout_s=timeout_s)
         except HarnessError as exc:
             raise ToolError(str(exc)) from exc
         out = job.snapshot()
-        return _result(out, f"started {out.job_id} on {run_id}; poll job(job_id='{out.job_id}')")
+        return tool_result(out, f"started {out.job_id} on {run_id}; poll job(job_id='{out.job_id}')")
 
-    @_tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY)
     async def job(job_id: Annotated[str, Field(description="job id returned by start_evaluation, e.g. 'job-0001'")],
                   ) -> Annotated[CallToolResult, JobOutput]:
         """Progress of a background evaluation started with start_evaluation: status running / done /
@@ -156,4 +154,4 @@ def register(server: MCPServer, table: JobTable) -> None:
         summary = f"{out.job_id}: {out.status} ({out.message}, {out.elapsed_s:.1f} s)"
         if out.result is not None:
             summary += f": {'CORRECT' if out.result.correct else 'NOT CORRECT'}"
-        return _result(out, summary, is_error=out.status == "failed")
+        return tool_result(out, summary, is_error=out.status == "failed")

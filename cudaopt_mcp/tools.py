@@ -10,26 +10,18 @@ Blocking engine work runs in a worker thread, so the event loop keeps serving ot
 
 from __future__ import annotations
 
-import functools
-import inspect
-import math
-import threading
-import time
 from typing import Annotated, Any, Literal
 
-import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, ResourceLink, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
 
-from harness_tools.errors import HarnessError
 from harness_tools.spec import Expr, LaunchSpec, bundled_task_names, resolve_task
 
 from . import inspect_steps, steps
 from . import summaries as S
-from .state import ServerState
+from .tool_calls import run_blocking, state_of, tool, tool_result
 from .tool_models import (
     BestOutput,
     CompareOutput,
@@ -75,87 +67,6 @@ Timeout = Annotated[float, Field(gt=0, le=600, description="seconds per case (on
                                                           "hang answer within the ~60 s many clients allow")]
 
 
-def _state(ctx: Context) -> ServerState:
-    return ctx.request_context.lifespan_context
-
-
-async def _blocking(ctx: Context | None, fn, *args, **kwargs):
-    """Run ``fn`` in a worker thread; engine and store refusals become ToolErrors the model can read."""
-    relay = _ProgressRelay() if ctx is not None else None
-    if relay is not None:
-        kwargs["progress"] = relay
-    call = functools.partial(fn, *args, **kwargs)
-    outcome: list[Any] = []
-    try:
-        if relay is None:
-            return await anyio.to_thread.run_sync(call)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(relay.pump, ctx)
-            try:
-                outcome.append(await anyio.to_thread.run_sync(call))
-            except Exception as exc:  # noqa: BLE001 - kept aside so it is not wrapped in the task group's ExceptionGroup
-                outcome.append(exc)
-            tg.cancel_scope.cancel()
-        await relay.flush(ctx)
-        if isinstance(outcome[0], Exception):
-            raise outcome[0]
-        return outcome[0]
-    except (HarnessError, ValidationError) as exc:  # RunError and StepRefused are HarnessErrors
-        raise ToolError(str(exc)) from exc
-
-
-class _ProgressRelay:
-    """Forwards stage progress from the worker thread; between stages a heartbeat every ~2 s.
-
-    The engine has no per-case hook yet, so within the long stage the progress value creeps towards
-    the next stage (it must keep increasing) and the message says how long the stage has run.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._stage: tuple[float, float, str] | None = None
-        self._since = time.monotonic()
-        self._sent: tuple[float, float, str] | None = None
-
-    def __call__(self, done: float, total: float, message: str) -> None:
-        with self._lock:
-            self._stage, self._since = (done, total, message), time.monotonic()
-
-    async def flush(self, ctx: Context) -> None:
-        """Send the last stage (done) if the pump had no time to."""
-        with self._lock:
-            stage = self._stage
-        if stage is not None and stage != self._sent:
-            await ctx.report_progress(*stage)
-            self._sent = stage
-
-    async def pump(self, ctx: Context) -> None:
-        last_send = 0.0
-        while True:
-            await anyio.sleep(0.2)
-            with self._lock:
-                stage, since = self._stage, self._since
-            if stage is None:
-                continue
-            now = time.monotonic()
-            if stage != self._sent:
-                await ctx.report_progress(stage[0], stage[1], stage[2])
-                self._sent, last_send = stage, now
-            elif now - last_send >= 2.0:
-                elapsed = now - since
-                creep = 0.9 * (1 - math.exp(-elapsed / 30))
-                await ctx.report_progress(stage[0] + creep, stage[1], f"{stage[2]} ({elapsed:.0f} s)")
-                last_send = now
-
-
-def _result(model: BaseModel, summary: str, links: list[tuple[str, str, str]] = (), is_error: bool = False,
-            ) -> CallToolResult:
-    structured = model.model_dump(mode="json", exclude_none=True)
-    content: list[Any] = [TextContent(text=summary), TextContent(text=model.model_dump_json(exclude_none=True))]
-    content += [ResourceLink(uri=uri, name=name, mime_type=mime) for uri, name, mime in links]
-    return CallToolResult(content=content, structured_content=structured, is_error=is_error)
-
-
 def _eval_summary(out: EvaluateOutput) -> str:
     head = f"{out.run_id}/{out.candidate_id} ({out.step} on {out.backend}, {'/'.join(out.roles)}): "
     if not out.compile.ok:
@@ -183,16 +94,8 @@ def _eval_links(out: EvaluateOutput) -> list[tuple[str, str, str]]:
     return links
 
 
-def _tool(server: MCPServer, name: str | None = None, annotations: ToolAnnotations | None = None):
-    """``server.tool`` with the docstring dedented, so the model reads clean instructions."""
-    def decorator(fn):
-        server.add_tool(fn, name=name, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
-        return fn
-    return decorator
-
-
 def register(server: MCPServer) -> None:
-    @_tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY)
     async def list_tasks() -> Annotated[CallToolResult, ListTasksOutput]:
         """List the bundled kernel-optimisation tasks (name, kernel, case counts, tunable parameters).
 
@@ -209,9 +112,9 @@ def register(server: MCPServer) -> None:
                 tunables=sorted(spec.tunables.params) if spec.tunables else []))
         out = ListTasksOutput(tasks=rows, hint="create_run(task=<name>) starts a run; a stdio client may also pass "
                                                "a task folder path or an inline spec")
-        return _result(out, f"{len(rows)} tasks: {', '.join(r.name for r in rows)}")
+        return tool_result(out, f"{len(rows)} tasks: {', '.join(r.name for r in rows)}")
 
-    @_tool(server, annotations=ADDITIVE)
+    @tool(server, annotations=ADDITIVE)
     async def create_run(
         ctx: Context,
         task: Annotated[str | None, Field(description="bundled task name (see list_tasks) or a task folder path")] = None,
@@ -225,42 +128,42 @@ def register(server: MCPServer) -> None:
         to every other tool. The result includes the kernel signature every candidate must match exactly,
         the cases, tolerances and the baseline launch configuration. Next step: evaluate(run_id) with no
         source measures the baseline."""
-        out = await _blocking(None, steps.create_run, _state(ctx), task, spec, files, max_candidates)
-        return _result(out, f"created {out.run_id} for task {out.task.name} on the {out.backend} backend; "
+        out = await run_blocking(None, steps.create_run, state_of(ctx), task, spec, files, max_candidates)
+        return tool_result(out, f"created {out.run_id} for task {out.task.name} on the {out.backend} backend; "
                             f"signature: {out.task.signature}",
                        [(out.task.baseline_source_uri, "baseline source", "text/x-cuda")])
 
-    @_tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY)
     async def list_runs(ctx: Context) -> Annotated[CallToolResult, ListRunsOutput]:
         """List the runs stored by this server (newest last) with their best candidate and budget.
 
         Use it to continue earlier work: any run_id listed here can be passed to the other tools."""
-        state = _state(ctx)
+        state = state_of(ctx)
 
         def collect() -> ListRunsOutput:
             return ListRunsOutput(runs=[S.run_info(state.store, r, state.backend_name, state.is_active, recent=0)
                                         for r in state.store.list_runs()])
-        out = await _blocking(None, collect)
-        return _result(out, f"{len(out.runs)} runs: {', '.join(r.run_id + ' ' + r.task for r in out.runs) or 'none'}")
+        out = await run_blocking(None, collect)
+        return tool_result(out, f"{len(out.runs)} runs: {', '.join(r.run_id + ' ' + r.task for r in out.runs) or 'none'}")
 
-    @_tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY)
     async def get_run(ctx: Context, run_id: RunId) -> Annotated[CallToolResult, GetRunOutput]:
         """Show one run: the task (signature, cases, tolerances, baseline launch), the budget, the best
         candidate so far with its speed-up over the baseline, the latest candidates with their status
         (compiled, compile_error, correct, incorrect, interrupted, ...) and a digest of the history."""
-        state = _state(ctx)
+        state = state_of(ctx)
 
         def collect() -> GetRunOutput:
             record = state.store.run(run_id)
             info = S.run_info(state.store, record, state.backend_name, state.is_active)
             digest = [S.history_line(e) for e in state.store.history(run_id, limit=12)]
             return GetRunOutput(run=info, task=S.task_summary(state.store.task(run_id), run_id), history_digest=digest)
-        out = await _blocking(None, collect)
+        out = await run_blocking(None, collect)
         best = f"best {out.run.best.candidate_id} at {out.run.best.score_ms:.4g} ms" if out.run.best else "no best yet"
-        return _result(out, f"{run_id}: task {out.run.task}, {out.run.candidates} candidates, {best}",
+        return tool_result(out, f"{run_id}: task {out.run.task}, {out.run.candidates} candidates, {best}",
                        [(out.run.uri, run_id, "application/json")])
 
-    @_tool(server, name="compile", annotations=ADDITIVE_IDEMPOTENT)
+    @tool(server, name="compile", annotations=ADDITIVE_IDEMPOTENT)
     async def compile_tool(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
                            defines: Defines = None, options: Options = None, tunables: Tunables = None,
                            note: Note = None) -> Annotated[CallToolResult, CompileOutput]:
@@ -271,13 +174,13 @@ def register(server: MCPServer) -> None:
         again returns the same candidate_id. A compile error is returned as an error result with the log
         line to fix. Use evaluate (or run/compare/time) with the candidate_id to test it."""
         cand = {"source": source, "launch": launch, "defines": defines, "options": options, "tunables": tunables}
-        out: CompileOutput = await _blocking(None, steps.compile_step, _state(ctx), run_id, cand, note)
+        out: CompileOutput = await run_blocking(None, steps.compile_step, state_of(ctx), run_id, cand, note)
         r = f"{out.registers} registers, {out.spill_store_bytes or 0} B spills" if out.ok else out.first_error
-        return _result(out, f"{run_id}/{out.candidate_id}: compile {out.status}: {r}",
+        return tool_result(out, f"{run_id}/{out.candidate_id}: compile {out.status}: {r}",
                        [(out.source_uri, "kernel.cu", "text/x-cuda"), (out.log_uri, "compile.log", "text/plain")],
                        is_error=not out.ok)
 
-    @_tool(server, annotations=ADDITIVE)
+    @tool(server, annotations=ADDITIVE)
     async def evaluate(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
                        defines: Defines = None, options: Options = None, tunables: Tunables = None,
                        candidate_id: Annotated[str | None, Field(description="re-evaluate this stored candidate "
@@ -295,12 +198,12 @@ def register(server: MCPServer) -> None:
         evidence. On the cpu backend only validation cases run by default and timings are CPU wall clock.
         Typically a few seconds; progress notifications are sent while it runs."""
         cand = {"source": source, "launch": launch, "defines": defines, "options": options, "tunables": tunables}
-        out: EvaluateOutput = await _blocking(ctx, steps.execute_step, _state(ctx), "evaluate", run_id,
+        out: EvaluateOutput = await run_blocking(ctx, steps.execute_step, state_of(ctx), "evaluate", run_id,
                                               candidate_id=candidate_id, cand_args=cand, note=note, roles=roles,
                                               seed=seed, warmup=warmup, reps=reps, timeout_s=timeout_s)
-        return _result(out, _eval_summary(out), _eval_links(out), is_error=not out.correct)
+        return tool_result(out, _eval_summary(out), _eval_links(out), is_error=not out.correct)
 
-    @_tool(server, name="run", annotations=ADDITIVE)
+    @tool(server, name="run", annotations=ADDITIVE)
     async def run_tool(ctx: Context, run_id: RunId, candidate_id: CandidateId, roles: Roles = None,
                        seed: Seed = None, timeout_s: Timeout = 30.0) -> Annotated[CallToolResult, EvaluateOutput]:
         """Execute a compiled candidate once per case on fresh inputs and store its outputs (no timing).
@@ -309,25 +212,25 @@ def register(server: MCPServer) -> None:
         CUDA_ERROR_ILLEGAL_ADDRESS or TIMEOUT; out-of-bounds writes and modified inputs are caught). Launch
         failures come back as an error result. Then call compare for error statistics against the reference,
         and time for latencies; evaluate does all three in one call."""
-        out: EvaluateOutput = await _blocking(ctx, steps.execute_step, _state(ctx), "run", run_id,
+        out: EvaluateOutput = await run_blocking(ctx, steps.execute_step, state_of(ctx), "run", run_id,
                                               candidate_id=candidate_id, roles=roles, seed=seed, timeout_s=timeout_s)
         failed = not out.compile.ok or any(c.status in ("run_error", "corrupted") for c in out.cases)
-        return _result(out, _eval_summary(out), _eval_links(out), is_error=failed)
+        return tool_result(out, _eval_summary(out), _eval_links(out), is_error=failed)
 
-    @_tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY)
     async def compare(ctx: Context, run_id: RunId, candidate_id: CandidateId) -> Annotated[CallToolResult, CompareOutput]:
         """Per-case error statistics of a candidate's latest stored outputs against the float64 reference.
 
         For every case: passed or not, max absolute and relative error, number of mismatching elements,
         and the first mismatching element (index, got, expected). Reads what the latest run, evaluate or
         time stored (it launches nothing). A mismatch is returned as an error result."""
-        out: CompareOutput = await _blocking(None, steps.compare_step, _state(ctx), run_id, candidate_id)
+        out: CompareOutput = await run_blocking(None, steps.compare_step, state_of(ctx), run_id, candidate_id)
         bad = next((c for c in out.cases if not c.passed), None)
         summary = (f"{run_id}/{candidate_id}: all {len(out.cases)} cases within tolerance" if out.correct
                    else f"{run_id}/{candidate_id}: case {bad.name if bad else '?'}: {bad.message if bad else 'failed'}")
-        return _result(out, summary, [(out.record_uri, out.source_record, "application/json")], is_error=not out.correct)
+        return tool_result(out, summary, [(out.record_uri, out.source_record, "application/json")], is_error=not out.correct)
 
-    @_tool(server, name="time", annotations=ADDITIVE)
+    @tool(server, name="time", annotations=ADDITIVE)
     async def time_tool(ctx: Context, run_id: RunId, candidate_id: CandidateId, warmup: Warmup = None,
                         reps: Reps = None, seed: Seed = None,
                         timeout_s: Timeout = 30.0) -> Annotated[CallToolResult, EvaluateOutput]:
@@ -336,12 +239,12 @@ def register(server: MCPServer) -> None:
         Each timed launch starts with a flushed L2; outputs are checked too. The score counts towards the
         run's best only if the candidate has passed its validation cases (run or evaluate) before. On the
         cpu backend performance cases are large for a CPU and can take long; timings are CPU wall clock."""
-        out: EvaluateOutput = await _blocking(ctx, steps.execute_step, _state(ctx), "time", run_id,
+        out: EvaluateOutput = await run_blocking(ctx, steps.execute_step, state_of(ctx), "time", run_id,
                                               candidate_id=candidate_id, roles=["performance"], seed=seed,
                                               warmup=warmup, reps=reps, timeout_s=timeout_s)
-        return _result(out, _eval_summary(out), _eval_links(out), is_error=not out.correct)
+        return tool_result(out, _eval_summary(out), _eval_links(out), is_error=not out.correct)
 
-    @_tool(server, annotations=ADDITIVE_IDEMPOTENT)
+    @tool(server, annotations=ADDITIVE_IDEMPOTENT)
     async def profile(ctx: Context, run_id: RunId, candidate_id: CandidateId,
                       case: Annotated[str | None, Field(description="performance case to profile (default: the first)")] = None,
                       timeout_s: Annotated[float, Field(gt=0, le=600, description="seconds before ncu is killed")] = 300.0,
@@ -355,15 +258,15 @@ def register(server: MCPServer) -> None:
         Compute's top recommendations. The full report is linked (report_uri). Clocks are not locked, so
         durations match the event timings. Takes 10-60 s; profiling time never counts in scores. Without
         ncu, without permission to read GPU counters, or on the cpu backend it says so and what to do."""
-        out: ProfileOutput = await _blocking(ctx, inspect_steps.profile_step, _state(ctx), run_id, candidate_id,
+        out: ProfileOutput = await run_blocking(ctx, inspect_steps.profile_step, state_of(ctx), run_id, candidate_id,
                                              case, timeout_s)
         links = [(u, n, m) for u, n, m in ((out.report_uri, "profile.ncu-rep", "application/octet-stream"),
                                            (out.details_uri, "profile.details.csv", "text/csv")) if u]
         summary = (f"{run_id}/{candidate_id} profile ({out.case}):\n{out.summary_text}" if out.summary_text
                    else f"profile {out.status}: {out.reason}")
-        return _result(out, summary, links, is_error=not out.available)
+        return tool_result(out, summary, links, is_error=not out.available)
 
-    @_tool(server, annotations=ADDITIVE_IDEMPOTENT)
+    @tool(server, annotations=ADDITIVE_IDEMPOTENT)
     async def sanitize(ctx: Context, run_id: RunId, candidate_id: CandidateId,
                        tools: Annotated[list[Literal["memcheck", "racecheck", "initcheck", "synccheck"]] | None,
                                         Field(description="compute-sanitizer tools (cuda backend; default: all four)")] = None,
@@ -378,31 +281,31 @@ def register(server: MCPServer) -> None:
         backend: ThreadSanitizer race check and guarded buffers (out-of-bounds with argument, block and
         thread; divergent barriers). Findings name the kernel.cu line. A kernel that is fast because it
         races or reads out of bounds must not win: run this on a new best. Findings are an error result."""
-        out: SanitizeOutput = await _blocking(ctx, inspect_steps.sanitize_step, _state(ctx), run_id, candidate_id,
+        out: SanitizeOutput = await run_blocking(ctx, inspect_steps.sanitize_step, state_of(ctx), run_id, candidate_id,
                                               tools, cases, timeout_s)
-        return _result(out, out.text[:1500], [(out.record_uri, "sanitize.json", "application/json")],
+        return tool_result(out, out.text[:1500], [(out.record_uri, "sanitize.json", "application/json")],
                        is_error=out.status != "clean")
 
-    @_tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY)
     async def history(ctx: Context, run_id: RunId,
                       offset: Annotated[int, Field(ge=0, description="index of the first event")] = 0,
                       limit: Annotated[int, Field(ge=1, le=100, description="events per page")] = 30,
                       ) -> Annotated[CallToolResult, HistoryOutput]:
         """The run's append-only event history (created, candidate, compiled, evaluate, run, time, best),
         oldest first, one page at a time: pass next_offset back as offset for the next page."""
-        events = await _blocking(None, _state(ctx).store.history, run_id)
+        events = await run_blocking(None, state_of(ctx).store.history, run_id)
         page = events[offset: offset + limit]
         nxt = offset + limit if offset + limit < len(events) else None
         out = HistoryOutput(run_id=run_id, total=len(events), offset=offset, events=page, next_offset=nxt)
-        return _result(out, f"{run_id}: events {offset}..{offset + len(page)} of {len(events)}")
+        return tool_result(out, f"{run_id}: events {offset}..{offset + len(page)} of {len(events)}")
 
-    @_tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY)
     async def best(ctx: Context, run_id: RunId) -> Annotated[CallToolResult, BestOutput]:
         """The run's best candidate: the fastest one that passed every check, with its score, speed-up over
         the baseline, launch configuration and defines (source at source_uri), plus every candidate whose
         latest record is correct. On the cpu backend with validation-only evaluations there is no score and
         so no best; correct_candidates still lists the correct ones."""
-        state = _state(ctx)
+        state = state_of(ctx)
 
         def collect() -> BestOutput:
             store = state.store
@@ -416,8 +319,8 @@ def register(server: MCPServer) -> None:
             else:
                 out.note = "no scored correct candidate yet (a score needs timed performance cases)"
             return out
-        out = await _blocking(None, collect)
+        out = await run_blocking(None, collect)
         summary = (f"{run_id}: best {out.best.candidate_id} at {out.best.score_ms:.4g} ms" if out.best
                    else f"{run_id}: no best yet; correct: {', '.join(out.correct_candidates) or 'none'}")
         links = [(out.best.source_uri, "best kernel.cu", "text/x-cuda")] if out.best else []
-        return _result(out, summary, links)
+        return tool_result(out, summary, links)

@@ -1,0 +1,111 @@
+"""How a tool runs: blocking steps in a worker thread with progress relayed to the client, refusals as
+``ToolError``s the model can read, and results whose structured content is a pydantic model."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import threading
+import time
+from typing import Any
+
+import anyio
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, ResourceLink, TextContent, ToolAnnotations
+from pydantic import BaseModel, ValidationError
+
+from harness_tools.errors import HarnessError
+
+from .state import ServerState
+
+
+def state_of(ctx: Context) -> ServerState:
+    return ctx.request_context.lifespan_context
+
+
+async def run_blocking(ctx: Context | None, fn, *args, **kwargs):
+    """Run ``fn`` in a worker thread; engine and store refusals become ToolErrors the model can read."""
+    relay = ProgressRelay() if ctx is not None else None
+    if relay is not None:
+        kwargs["progress"] = relay
+    call = functools.partial(fn, *args, **kwargs)
+    outcome: list[Any] = []
+    try:
+        if relay is None:
+            return await anyio.to_thread.run_sync(call)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(relay.pump, ctx)
+            try:
+                outcome.append(await anyio.to_thread.run_sync(call))
+            except Exception as exc:  # noqa: BLE001 - kept aside so it is not wrapped in the task group's ExceptionGroup
+                outcome.append(exc)
+            tg.cancel_scope.cancel()
+        await relay.flush(ctx)
+        if isinstance(outcome[0], Exception):
+            raise outcome[0]
+        return outcome[0]
+    except (HarnessError, ValidationError) as exc:  # RunError and StepRefused are HarnessErrors
+        raise ToolError(str(exc)) from exc
+
+
+class ProgressRelay:
+    """Forwards stage progress from the worker thread; between stages a heartbeat every ~2 s.
+
+    The engine has no per-case hook yet, so within the long stage the progress value creeps towards
+    the next stage (it must keep increasing) and the message says how long the stage has run.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stage: tuple[float, float, str] | None = None
+        self._since = time.monotonic()
+        self._sent: tuple[float, float, str] | None = None
+
+    def __call__(self, done: float, total: float, message: str) -> None:
+        with self._lock:
+            self._stage, self._since = (done, total, message), time.monotonic()
+
+    async def flush(self, ctx: Context) -> None:
+        """Send the last stage (done) if the pump had no time to."""
+        with self._lock:
+            stage = self._stage
+        if stage is not None and stage != self._sent:
+            await ctx.report_progress(*stage)
+            self._sent = stage
+
+    async def pump(self, ctx: Context) -> None:
+        last_send = 0.0
+        while True:
+            await anyio.sleep(0.2)
+            with self._lock:
+                stage, since = self._stage, self._since
+            if stage is None:
+                continue
+            now = time.monotonic()
+            if stage != self._sent:
+                await ctx.report_progress(stage[0], stage[1], stage[2])
+                self._sent, last_send = stage, now
+            elif now - last_send >= 2.0:
+                elapsed = now - since
+                creep = 0.9 * (1 - math.exp(-elapsed / 30))
+                await ctx.report_progress(stage[0] + creep, stage[1], f"{stage[2]} ({elapsed:.0f} s)")
+                last_send = now
+
+
+def tool_result(model: BaseModel, summary: str, links: list[tuple[str, str, str]] = (), is_error: bool = False,
+            ) -> CallToolResult:
+    structured = model.model_dump(mode="json", exclude_none=True)
+    content: list[Any] = [TextContent(text=summary), TextContent(text=model.model_dump_json(exclude_none=True))]
+    content += [ResourceLink(uri=uri, name=name, mime_type=mime) for uri, name, mime in links]
+    return CallToolResult(content=content, structured_content=structured, is_error=is_error)
+
+
+def tool(server: MCPServer, name: str | None = None, annotations: ToolAnnotations | None = None):
+    """``server.tool`` with the docstring dedented, so the model reads clean instructions."""
+    def decorator(fn):
+        server.add_tool(fn, name=name, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
+        return fn
+    return decorator
