@@ -1,17 +1,20 @@
-"""Start-then-poll: evaluations that may outlast a client's tool-call limit (often 60 s).
+"""Start-then-poll: work that may outlast a client's tool-call limit (often 60 s).
 
-``start_evaluation`` takes the same arguments as ``evaluate``, starts the work in a background thread
-and answers at once with a ``job_id``; ``job`` reports progress and, once finished, the full evaluation
-(the same structured result ``evaluate`` returns). Jobs live in this server process; their results are
-also stored in the run like any evaluation, so after a restart ``get_run``/``best`` still show them.
+``start_evaluation`` takes the same arguments as ``evaluate`` (or, with ``what``, runs ``profile`` or
+``sanitize`` on a stored candidate), starts the work in a background thread and answers at once with a
+``job_id``; ``job`` reports progress and, once finished, the full result (the same structured result the
+direct tool returns). Jobs live in this server process; their results are also stored in the run like
+any other, so after a restart ``get_run``/``best`` and the candidate's records still show them.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from mcp.server import MCPServer
@@ -22,10 +25,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from harness_tools.errors import HarnessError
 
-from . import steps
+from . import inspect_steps, steps
 from .state import ServerState
 from .tool_calls import state_of, tool, tool_result
-from .tool_models import EvaluateOutput
+from .tool_models import EvaluateOutput, ProfileOutput, SanitizeOutput
 from .tools import (
     ADDITIVE,
     READ_ONLY,
@@ -54,18 +57,20 @@ class JobOutput(BaseModel):
     total: float
     message: str
     elapsed_s: float
-    result: EvaluateOutput | None = Field(None, description="the evaluation, once done")
+    what: Literal["evaluate", "profile", "sanitize"] = "evaluate"
+    result: EvaluateOutput | ProfileOutput | SanitizeOutput | None = Field(
+        None, description="once done: what evaluate, profile or sanitize returns")
     error: str | None = None
     hint: str | None = None
 
 
 class _Job:
-    def __init__(self, job_id: str, run_id: str):
-        self.job_id, self.run_id = job_id, run_id
+    def __init__(self, job_id: str, run_id: str, what: str):
+        self.job_id, self.run_id, self.what = job_id, run_id, what
         self.started = time.monotonic()
         self.finished: float | None = None
         self.stage: tuple[float, float, str] = (0.0, 4.0, "queued")
-        self.result: EvaluateOutput | None = None
+        self.result: BaseModel | None = None
         self.error: str | None = None
         self.lock = threading.Lock()
 
@@ -77,7 +82,7 @@ class _Job:
         with self.lock:
             end = self.finished or time.monotonic()
             status = "failed" if self.error else ("done" if self.result is not None else "running")
-            return JobOutput(job_id=self.job_id, run_id=self.run_id, status=status, progress=self.stage[0],
+            return JobOutput(job_id=self.job_id, run_id=self.run_id, what=self.what, status=status, progress=self.stage[0],
                              total=self.stage[1], message=self.stage[2], elapsed_s=round(end - self.started, 3),
                              result=self.result, error=self.error,
                              hint="poll job(job_id) again in a few seconds" if status == "running" else None)
@@ -89,12 +94,13 @@ class JobTable:
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
 
-    def start(self, state: ServerState, run_id: str, **kwargs) -> _Job:
-        state.store.run(run_id)  # an unknown run is refused now, not inside the job
+    def start(self, state: ServerState, run_id: str, what: str, work: Callable[..., BaseModel]) -> _Job:
+        """Run ``work(progress=...)`` in the background; an unknown run is refused now, not inside the job."""
+        state.store.run(run_id)
         with self._lock:
-            job = _Job(f"job-{next(self._numbers):04d}", run_id)
+            job = _Job(f"job-{next(self._numbers):04d}", run_id, what)
             self._jobs[job.job_id] = job
-        threading.Thread(target=self._work, args=(job, state, run_id, kwargs), name=job.job_id, daemon=True).start()
+        threading.Thread(target=self._work, args=(job, work), name=job.job_id, daemon=True).start()
         return job
 
     def get(self, job_id: str) -> _Job:
@@ -108,9 +114,9 @@ class JobTable:
         return job
 
     @staticmethod
-    def _work(job: _Job, state: ServerState, run_id: str, kwargs: dict) -> None:
+    def _work(job: _Job, work: Callable[..., BaseModel]) -> None:
         try:
-            result = steps.execute_step(state, "evaluate", run_id, progress=job.progress, **kwargs)
+            result = work(progress=job.progress)
             with job.lock:
                 job.result = result
         except (HarnessError, ValidationError) as exc:
@@ -129,29 +135,51 @@ def register(server: MCPServer, table: JobTable) -> None:
     async def start_evaluation(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
                                defines: Defines = None, options: Options = None, tunables: Tunables = None,
                                candidate_id: Annotated[str | None, Field(description="evaluate this stored candidate "
-                                                                                     "instead of a new one")] = None,
+                                                                                     "instead of a new one (required "
+                                                                                     "for profile and sanitize)")] = None,
                                note: Note = None, roles: Roles = None, seed: Seed = None, warmup: Warmup = None,
-                               reps: Reps = None, timeout_s: LongTimeout = 120.0) -> Annotated[CallToolResult, JobOutput]:
-        """Like evaluate, but for work that may take longer than your tool-call limit (big performance
-        cases, many repetitions, slow kernels): starts the evaluation in the background and returns a
-        job_id at once. Poll job(job_id) every few seconds; when its status is "done", its result is
-        exactly what evaluate would have returned (and the run's best is updated the same way)."""
-        cand = {"source": source, "launch": launch, "defines": defines, "options": options, "tunables": tunables}
+                               reps: Reps = None, timeout_s: LongTimeout = 120.0,
+                               what: Annotated[Literal["evaluate", "profile", "sanitize"],
+                                               Field(description="the work: evaluate (default), or profile / sanitize "
+                                                                 "of candidate_id")] = "evaluate",
+                               case: Annotated[str | None, Field(description="profile: the performance case")] = None,
+                               sanitizers: Annotated[list[Literal["memcheck", "racecheck", "initcheck", "synccheck"]] | None,
+                                                     Field(description="sanitize: the compute-sanitizer tools")] = None,
+                               ) -> Annotated[CallToolResult, JobOutput]:
+        """Like evaluate (or profile / sanitize with `what`), but for work that may take longer than your
+        tool-call limit (big performance cases, many repetitions, slow kernels, racecheck over many cases):
+        starts it in the background and returns a job_id at once. Poll job(job_id) every few seconds;
+        when its status is "done", its result is exactly what the direct tool would have returned (and
+        the run's best and records are updated the same way)."""
+        state = state_of(ctx)
+        if what == "evaluate":
+            cand = {"source": source, "launch": launch, "defines": defines, "options": options, "tunables": tunables}
+            work = functools.partial(steps.execute_step, state, "evaluate", run_id, candidate_id=candidate_id,
+                                     cand_args=cand, note=note, roles=roles, seed=seed, warmup=warmup, reps=reps,
+                                     timeout_s=timeout_s)
+        elif candidate_id is None or any(v is not None for v in (source, launch, defines, options, tunables)):
+            raise ToolError(f"{what} works on a stored candidate: give candidate_id (and no new candidate)")
+        elif what == "profile":
+            work = functools.partial(inspect_steps.profile_step, state, run_id, candidate_id, case, timeout_s)
+        else:
+            work = functools.partial(inspect_steps.sanitize_step, state, run_id, candidate_id, sanitizers, None,
+                                     timeout_s)
         try:
-            job = table.start(state_of(ctx), run_id, candidate_id=candidate_id, cand_args=cand, note=note, roles=roles,
-                              seed=seed, warmup=warmup, reps=reps, timeout_s=timeout_s)
+            job = table.start(state, run_id, what, work)
         except HarnessError as exc:
             raise ToolError(str(exc)) from exc
         out = job.snapshot()
-        return tool_result(out, f"started {out.job_id} on {run_id}; poll job(job_id='{out.job_id}')")
+        return tool_result(out, f"started {out.job_id} ({what}) on {run_id}; poll job(job_id='{out.job_id}')")
 
     @tool(server, annotations=READ_ONLY)
     async def job(job_id: Annotated[str, Field(description="job id returned by start_evaluation, e.g. 'job-0001'")],
                   ) -> Annotated[CallToolResult, JobOutput]:
-        """Progress of a background evaluation started with start_evaluation: status running / done /
-        failed, the current stage and elapsed time; once done, the complete evaluation result."""
+        """Progress of background work started with start_evaluation: status running / done / failed, the
+        current stage and elapsed time; once done, the complete result (evaluation, profile or sanitize)."""
         out = table.get(job_id).snapshot()
-        summary = f"{out.job_id}: {out.status} ({out.message}, {out.elapsed_s:.1f} s)"
-        if out.result is not None:
+        summary = f"{out.job_id}: {out.what} {out.status} ({out.message}, {out.elapsed_s:.1f} s)"
+        if isinstance(out.result, EvaluateOutput):
             summary += f": {'CORRECT' if out.result.correct else 'NOT CORRECT'}"
+        elif out.result is not None:
+            summary += f": {out.result.status}"
         return tool_result(out, summary, is_error=out.status == "failed")

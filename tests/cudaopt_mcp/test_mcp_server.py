@@ -296,6 +296,17 @@ def test_start_then_poll(tmp_path, kernels):
                     break
                 await anyio.sleep(0.1)
             assert status["status"] == "done" and not status["result"]["correct"]
+            # sanitize (racecheck over many cases can take minutes) as a background job too
+            san = (await call(c, "start_evaluation", run_id=run_id, what="sanitize",
+                              candidate_id=status["result"]["candidate_id"])).structured_content
+            for _ in range(1200):
+                done = (await call(c, "job", job_id=san["job_id"])).structured_content
+                if done["status"] != "running":
+                    break
+                await anyio.sleep(0.1)
+            assert done["status"] == "done" and done["what"] == "sanitize", done
+            assert done["result"]["backend"] == "cpu" and done["result"]["cases"]
+            assert (await call(c, "start_evaluation", run_id=run_id, what="profile")).is_error  # needs candidate_id
             for bad in ("job-9999", "../job-0001"):
                 refused = await call(c, "job", job_id=bad)
                 assert refused.is_error
