@@ -15,6 +15,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -84,11 +85,18 @@ class InputFiles:
             return self._root
 
 
-def _sweep_dead(base: Path) -> None:
-    """Remove input folders of processes that no longer exist (killed without running atexit)."""
+def _sweep_dead(base: Path, min_age_s: float = 3600.0) -> None:
+    """Remove input folders of processes that no longer exist (killed without running atexit). Only
+    folders untouched for an hour: /dev/shm may be shared with other PID namespaces (containers), where a
+    live process's pid is not visible here."""
+    now = time.time()
     for folder in base.glob(f"{PREFIX}*"):
         match = re.match(rf"{PREFIX}(\d+)-", folder.name)
-        if match and not Path(f"/proc/{match.group(1)}").exists():
+        try:
+            stale = now - folder.stat().st_mtime > min_age_s
+        except OSError:
+            continue
+        if match and stale and not Path(f"/proc/{match.group(1)}").exists():
             shutil.rmtree(folder, ignore_errors=True)
 
 

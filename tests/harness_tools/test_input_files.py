@@ -1,0 +1,50 @@
+"""Inputs drawn once per key, reused from their files, bounded, and swept when their process died."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import numpy as np
+
+from harness_tools.input_files import PREFIX, InputFiles, _sweep_dead
+
+
+def test_inputs_are_drawn_once_per_key_and_redrawn_when_their_files_are_gone():
+    cache = InputFiles()
+    calls = []
+
+    def draw():
+        calls.append(1)
+        return {"x": np.arange(1000, dtype=np.float32)}
+
+    arrays, files = cache.get(("task", "spec", "case", 7), draw)
+    again, same_files = cache.get(("task", "spec", "case", 7), draw)
+    assert len(calls) == 1 and files == same_files and np.array_equal(again["x"], arrays["x"])
+    assert isinstance(again["x"], np.memmap)  # read from its file, not kept twice in memory
+    shutil.rmtree(files["x"].parent)
+    cache.get(("task", "spec", "case", 7), draw)
+    assert len(calls) == 2
+
+
+def test_the_cache_is_bounded_but_keeps_the_newest_entry():
+    cache = InputFiles(max_bytes=6000)
+    _, first = cache.get(("a",), lambda: {"x": np.zeros(1000, dtype=np.float32)})  # 4000 bytes
+    _, second = cache.get(("b",), lambda: {"x": np.zeros(1000, dtype=np.float32)})
+    assert not first["x"].exists() and second["x"].exists()
+    _, big = cache.get(("c",), lambda: {"x": np.zeros(4000, dtype=np.float32)})  # alone over the bound
+    assert big["x"].exists() and not second["x"].exists()
+
+
+def test_folders_of_dead_processes_are_swept_only_when_stale(tmp_path):
+    dead_pid = 2**22 + 12345  # above pid_max on common systems
+    old, recent, alive = (tmp_path / f"{PREFIX}{dead_pid}-old", tmp_path / f"{PREFIX}{dead_pid}-new",
+                          tmp_path / f"{PREFIX}{os.getpid()}-mine")
+    for folder in (old, recent, alive):
+        folder.mkdir()
+    hour_ago = time.time() - 7200
+    os.utime(old, (hour_ago, hour_ago))
+    os.utime(alive, (hour_ago, hour_ago))
+    _sweep_dead(tmp_path)
+    assert not old.exists() and recent.exists() and alive.exists()
