@@ -79,13 +79,13 @@ class InputFiles:
         with self._lock:
             if self._root is None or not self._root.is_dir():
                 base = fast_tmp_dir() or tempfile.gettempdir()
-                _sweep_dead(Path(base))
+                sweep_dead_folders(Path(base))
                 self._root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base))
                 atexit.register(shutil.rmtree, self._root, True)
             return self._root
 
 
-def _sweep_dead(base: Path, min_age_s: float = 3600.0) -> None:
+def sweep_dead_folders(base: Path, min_age_s: float = 3600.0) -> None:
     """Remove input folders of processes that no longer exist (killed without running atexit). Only
     folders untouched for an hour: /dev/shm may be shared with other PID namespaces (containers), where a
     live process's pid is not visible here."""

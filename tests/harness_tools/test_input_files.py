@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from harness_tools.input_files import PREFIX, InputFiles, _sweep_dead
+from harness_tools.input_files import PREFIX, InputFiles, sweep_dead_folders
 
 
 def test_inputs_are_drawn_once_per_key_and_redrawn_when_their_files_are_gone():
@@ -46,5 +46,5 @@ def test_folders_of_dead_processes_are_swept_only_when_stale(tmp_path):
     hour_ago = time.time() - 7200
     os.utime(old, (hour_ago, hour_ago))
     os.utime(alive, (hour_ago, hour_ago))
-    _sweep_dead(tmp_path)
+    sweep_dead_folders(tmp_path)
     assert not old.exists() and recent.exists() and alive.exists()
