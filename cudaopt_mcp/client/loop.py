@@ -79,7 +79,8 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
         context = ProposalContext(
             run_id=run_id, backend=backend, task=task, iteration=iteration, max_iterations=config.max_iterations,
             attempts=attempts, best=_best(attempts), baseline=_baseline(attempts),
-            prompt=await session.prompt("optimize", run_id=run_id, mode="reply"), requests_dir=run_dir / "requests")
+            prompt=await session.prompt("optimize", run_id=run_id, mode="reply") if getattr(proposer, "reads_prompt", True) else "",
+            requests_dir=run_dir / "requests")
         terminal.proposing(iteration)
         proposal = await anyio.to_thread.run_sync(proposer.propose, context)
         if isinstance(proposal, NoProposal) and proposal.kind == "exhausted":

@@ -25,6 +25,7 @@ class ProposerUnavailable(HarnessError):
 @runtime_checkable
 class Proposer(Protocol):
     name: str
+    reads_prompt: bool  # whether propose() uses context.prompt (the loop renders it only then)
 
     def describe(self) -> str:
         """One line for the terminal: what this proposer is (model and endpoint, search strategy)."""

@@ -32,6 +32,7 @@ _OPTIONAL_FIELDS = {"response_format": ("response_format", "json_schema", "struc
 
 class LLMProposer:
     name = "llm"
+    reads_prompt = True
 
     def __init__(self, settings: ProposerSettings):
         try:

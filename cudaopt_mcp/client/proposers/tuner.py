@@ -33,6 +33,7 @@ SAMPLE_ATTEMPTS = 20_000  # random draws per proposal in a space too large to li
 
 class TunerProposer:
     name = "tuner"
+    reads_prompt = False  # scores are all it needs
 
     def __init__(self, settings: ProposerSettings):
         self._seed = settings.seed
