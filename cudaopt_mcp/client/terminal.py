@@ -124,6 +124,7 @@ def final_table(summary: LoopSummary) -> str:
     else:
         lines.append("no scored correct candidate")
     lines.append(f"stopped: {summary.stopped}; {summary.elapsed_s:.1f} s")
+    lines.append(f"run {summary.run_id}: continue with `cudaopt optimize --run {summary.run_id}` (same --results)")
     if summary.usage:
         u = summary.usage
         cost = f", ${u['cost_usd']:.4f}" if u.get("cost_usd") is not None else ""
