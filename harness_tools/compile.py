@@ -58,6 +58,7 @@ class CompileResult(BaseModel):
     nvrtc_version: str
     resources: ResourceUsage | None = None
     entries: list[str] = Field(default_factory=list, description="kernel entry points in the cubin")
+    param_sizes: list[int] | None = Field(None, description="bytes per kernel parameter, from the cubin")
     full_log: str = Field("", exclude=True)
     cubin: bytes | None = Field(None, exclude=True, repr=False)
 
@@ -158,6 +159,7 @@ def _run_nvrtc(source: str, options: list[str], arch: str, kernel: str, version:
         full_log=log, compile_ms=round(elapsed_ms, 3), nvrtc_version=version,
         resources=_resources(raw_log, kernel, facts),
         entries=entries, cubin=cubin if ok else None,
+        param_sizes=facts.kernels[kernel].param_sizes if ok and facts and kernel in facts.kernels else None,
     )
 
 

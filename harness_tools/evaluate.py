@@ -31,6 +31,7 @@ from .expressions import evaluate as evaluate_expression
 from .input_files import CACHE as INPUT_FILES
 from .input_files import fast_tmp_dir
 from .inputs import draw_inputs, fresh_seed, scalar_arguments
+from .param_check import parameter_problem
 from .reference import expected_outputs, stored_inputs
 from .spec import Case, ScalarParam, Task
 from .timing import TimingPlan, TimingStats, geomean
@@ -114,6 +115,11 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
                               compile=compiled, correct=False, environment=env, overhead=overhead)
     if not compiled.ok:
         result.failure = f"compile {compiled.status}: " + _first_line(compiled.log, "error")
+        overhead.total_ms = (time.perf_counter() - started) * 1e3
+        return result
+    mismatch = parameter_problem(task.spec, compiled.param_sizes)
+    if mismatch:  # its results would mean nothing: nothing runs
+        result.failure = f"signature: {mismatch}"
         overhead.total_ms = (time.perf_counter() - started) * 1e3
         return result
     scratch = Path(config.outputs_dir) if config.outputs_dir else Path(tempfile.mkdtemp(prefix="cudaopt-", dir=fast_tmp_dir()))

@@ -342,3 +342,15 @@ def test_a_kernel_that_writes_its_input_is_caught(cpu_backend):
     assert any(c.status == "corrupted" and c.run.modified_inputs == ["in"] for c in result.cases)
     task, good = _candidate("transpose", GOOD_TRANSPOSE)
     assert all(not c.run.modified_inputs for c in evaluate(task, good, cpu_backend, VALIDATION).cases)
+
+
+def test_a_kernel_whose_parameters_differ_from_the_task_does_not_run(cpu_backend):
+    wide = GOOD_TRANSPOSE.replace("int rows, int cols", "size_t rows, int cols")
+    task, cand = _candidate("transpose", wide)
+    result = evaluate(task, cand, cpu_backend, VALIDATION)
+    assert not result.correct and result.cases == [] and result.compile.ok
+    assert result.failure == ("signature: parameter 3 (rows) is 8 bytes in the compiled kernel but the task passes "
+                              "4 bytes: declare it as int rows")
+    extra = GOOD_TRANSPOSE.replace("int rows, int cols", "int rows, int cols, int pitch")
+    task, cand = _candidate("transpose", extra)
+    assert "takes 5 parameter(s) but the task passes 4" in evaluate(task, cand, cpu_backend, VALIDATION).failure

@@ -41,3 +41,14 @@ def test_cubin_facts_match_ptxas():
 def test_garbage_is_not_a_cubin():
     assert read_cubin(b"not an elf").kernels == {}
     assert read_cubin(b"\x7fELF\x02" + b"\x00" * 10).kernels == {}
+
+
+def test_parameter_sizes_come_from_the_cubin_in_declaration_order():
+    from harness_tools.spec import LaunchSpec
+
+    source = ('extern "C" __global__ void k(const float* a, float* b, int n, unsigned long long m, double d, short s)'
+              " { if (n) b[0] = a[0] + m + d + s; }\n"
+              'extern "C" __global__ void none() {}\n')
+    result = compile_candidate(Candidate(source=source, kernel_name="k", launch=LaunchSpec(grid=[1], block=[1])), "sm_90")
+    assert result.ok and result.param_sizes == [8, 8, 4, 8, 8, 2]
+    assert read_cubin(result.cubin).kernels["none"].param_sizes == []
