@@ -30,7 +30,7 @@ from harness_tools.candidate import Candidate
 from harness_tools.compile import CompileResult, compile_candidate
 from harness_tools.errors import HarnessError
 from harness_tools.evaluate import EvaluationConfig, EvaluationResult, evaluate
-from harness_tools.input_files import fast_tmp_dir
+from harness_tools.input_files import scratch_dir
 from harness_tools.spec import Expr, LaunchSpec, Task, bundled_task_names, load_task, resolve_task
 
 from . import summaries as S
@@ -241,23 +241,22 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
     validated_before = _validated(task, folder)
     marker = folder / ".evaluating"
     marker.touch()
-    scratch = Path(tempfile.mkdtemp(prefix="cudaopt-mcp-", dir=fast_tmp_dir()))
     try:
-        n_cases = len(task.spec.cases_for(roles, state.backend_name))
-        progress(2, 4, f"running {n_cases} {'/'.join(roles)} case(s) on {state.backend_name}")
-        config = config.model_copy(update={"roles": list(roles), "outputs_dir": str(scratch)})
-        with state.engine_lock:
-            result = evaluate(task, cand, state.backend(), config,
-                              on_case=lambda done, total, case: progress(
-                                  2 + done / max(total, 1), 4, f"case {case.name}: {case.status} ({done}/{total})"))
-        progress(3, 4, "storing results")
-        kept = _keep_outputs(result, scratch, folder)
-        if step == "run":
-            _strip_timing(result)
-        atomic_write(folder / RECORD[step], result.model_dump_json(indent=2))
+        with scratch_dir("cudaopt-mcp-") as scratch:
+            n_cases = len(task.spec.cases_for(roles, state.backend_name))
+            progress(2, 4, f"running {n_cases} {'/'.join(roles)} case(s) on {state.backend_name}")
+            config = config.model_copy(update={"roles": list(roles), "outputs_dir": str(scratch)})
+            with state.engine_lock:
+                result = evaluate(task, cand, state.backend(), config,
+                                  on_case=lambda done, total, case: progress(
+                                      2 + done / max(total, 1), 4, f"case {case.name}: {case.status} ({done}/{total})"))
+            progress(3, 4, "storing results")
+            kept = _keep_outputs(result, scratch, folder)
+            if step == "run":
+                _strip_timing(result)
+            atomic_write(folder / RECORD[step], result.model_dump_json(indent=2))
     finally:
         marker.unlink(missing_ok=True)
-        shutil.rmtree(scratch, ignore_errors=True)
     _fill(out, result, kept, run_id, candidate_id, step, with_timing=step != "run")
     validated = validated_before or ("validation" in roles and result.correct)
     _update_scores(state, run_id, candidate_id, result, out, validated)

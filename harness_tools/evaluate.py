@@ -10,9 +10,8 @@ check (the cpu backend's ThreadSanitizer run); a data race fails the case with s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +28,7 @@ from .errors import BackendError, CandidateError
 from .execution import ArgSpec, CaseRequest, CaseRun, RaceReport
 from .expressions import evaluate as evaluate_expression
 from .input_files import CACHE as INPUT_FILES
-from .input_files import fast_tmp_dir
+from .input_files import scratch_dir
 from .inputs import draw_inputs, fresh_seed, scalar_arguments
 from .param_check import parameter_problem
 from .reference import expected_outputs, stored_inputs
@@ -113,17 +112,15 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
     overhead.compile_ms = compiled.compile_ms if not compiled.cached else 0.0
     result = EvaluationResult(task=task.name, backend=backend.name, seed=seed, candidate=candidate.digest(),
                               compile=compiled, correct=False, environment=env, overhead=overhead)
-    if not compiled.ok:
-        result.failure = f"compile {compiled.status}: " + _first_line(compiled.log, "error")
+    mismatch = parameter_problem(task.spec, compiled.param_sizes) if compiled.ok else None
+    if not compiled.ok or mismatch:  # nothing runs; a kernel with the wrong parameters would give meaningless results
+        result.failure = (f"signature: {mismatch}" if mismatch
+                          else f"compile {compiled.status}: " + _first_line(compiled.log, "error"))
         overhead.total_ms = (time.perf_counter() - started) * 1e3
         return result
-    mismatch = parameter_problem(task.spec, compiled.param_sizes)
-    if mismatch:  # its results would mean nothing: nothing runs
-        result.failure = f"signature: {mismatch}"
-        overhead.total_ms = (time.perf_counter() - started) * 1e3
-        return result
-    scratch = Path(config.outputs_dir) if config.outputs_dir else Path(tempfile.mkdtemp(prefix="cudaopt-", dir=fast_tmp_dir()))
-    try:
+    # the caller's folder is kept; a scratch folder is removed afterwards
+    where = contextlib.nullcontext(Path(config.outputs_dir)) if config.outputs_dir else scratch_dir("cudaopt-")
+    with where as scratch:
         cases = task.spec.cases_for(config.roles, backend.name)
         env.clocks_before = read_clocks()
         runner = _CaseRunner(task, backend, config, seed, scratch, overhead, compiled)
@@ -132,9 +129,6 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
             if on_case is not None:
                 on_case(index + 1, len(cases), result.cases[-1])
         env.clocks_after = read_clocks()
-    finally:
-        if not config.outputs_dir:
-            shutil.rmtree(scratch, ignore_errors=True)
     result.correct = bool(result.cases) and all(c.passed for c in result.cases)
     failed = next((c for c in result.cases if not c.passed), None)
     if failed:
