@@ -15,30 +15,11 @@ from cudaopt_mcp.server import build_server
 from cudaopt_mcp.state import ServerConfig
 from harness_tools.ncu_summary import summarize
 from harness_tools.profile import ProfileResult
+from tests.transpose_kernels import OOB_WRITE, RACY_TRANSPOSE, TILE_LOAD_LINE, TILE_STORE_LINE, TILED_LAUNCH
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 ROOT = Path(__file__).resolve().parents[2]
 
-OOB_TRANSPOSE = """
-extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
-    if (r < rows && c < cols) out[(size_t)c * rows + r + 1024] = in[(size_t)r * cols + c];
-}
-"""
-# A shared-memory tile read back by other threads without the barrier between the store and the load.
-RACY_TRANSPOSE = """
-#define TILE 32
-extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
-    __shared__ float tile[TILE][TILE + 1];
-    int c = blockIdx.x * TILE + threadIdx.x, r = blockIdx.y * TILE + threadIdx.y;
-    for (int j = 0; j < TILE; j += 8)
-        if (r + j < rows && c < cols) tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(r + j) * cols + c];
-    c = blockIdx.y * TILE + threadIdx.x; r = blockIdx.x * TILE + threadIdx.y;
-    for (int j = 0; j < TILE; j += 8)
-        if (r + j < cols && c < rows) out[(size_t)(r + j) * rows + c] = tile[threadIdx.x][threadIdx.y + j];
-}
-"""
-TILED_LAUNCH = {"grid": ["ceil_div(cols, 32)", "ceil_div(rows, 32)"], "block": [32, 8]}
 
 
 def client(results: Path) -> Client:
@@ -54,7 +35,7 @@ def test_sanitize_on_the_cpu_backend_finds_out_of_bounds_writes_and_races_with_t
             assert not clean.is_error and clean.structured_content["status"] == "clean"
             assert clean.structured_content["cases"] and clean.structured_content["findings"] == 0
 
-            oob = (await c.call_tool("evaluate", {"run_id": run_id, "source": OOB_TRANSPOSE})).structured_content
+            oob = (await c.call_tool("evaluate", {"run_id": run_id, "source": OOB_WRITE})).structured_content
             found = await c.call_tool("sanitize", {"run_id": run_id, "candidate_id": oob["candidate_id"]})
             out = found.structured_content
             assert found.is_error and out["status"] == "findings" and out["findings"] >= 1
@@ -64,7 +45,8 @@ def test_sanitize_on_the_cpu_backend_finds_out_of_bounds_writes_and_races_with_t
                                                    "launch": TILED_LAUNCH})).structured_content
             raced = (await c.call_tool("sanitize", {"run_id": run_id, "candidate_id": racy["candidate_id"]})).structured_content
             assert raced["status"] == "findings" and "race" in raced["text"]
-            assert "kernel.cu(7)" in raced["text"] and "kernel.cu(10)" in raced["text"]  # the tile's store and load
+            # the tile's store and load
+            assert f"kernel.cu({TILE_STORE_LINE})" in raced["text"] and f"kernel.cu({TILE_LOAD_LINE})" in raced["text"]
             record = await c.read_resource(raced["record_uri"])
             assert json.loads(record.contents[0].text)["cpu_findings"]
 

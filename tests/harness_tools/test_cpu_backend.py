@@ -8,6 +8,7 @@ from harness_tools import candidate as candidates
 from harness_tools.backends.cpu_translate import unsupported
 from harness_tools.evaluate import EvaluationConfig, evaluate
 from harness_tools.spec import LaunchSpec, bundled_task_names, resolve_task
+from tests.transpose_kernels import GOOD_TRANSPOSE, OOB_WRITE
 
 # reduce_sum with dynamic shared memory, warp shuffles and one atomicAdd per block.
 # Launch: grid ceil_div(n, 256), block 256, 32 floats of dynamic shared memory.
@@ -160,13 +161,6 @@ def test_shuffle_naming_an_exited_lane_is_reported(cpu_backend):
     assert "kernel.cu(6)" in message and "lane 7" in message and "exited" in message
 
 
-OOB_WRITE = """
-extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
-    if (r < rows && c < cols) out[(size_t)c * rows + r + 1024] = in[(size_t)r * cols + c];
-}
-"""
-GOOD_TRANSPOSE = OOB_WRITE.replace(" + 1024]", "]")
 
 
 def test_out_of_bounds_write_names_the_argument_and_the_next_launch_works(cpu_backend):

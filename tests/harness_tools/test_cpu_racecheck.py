@@ -18,6 +18,7 @@ from harness_tools.errors import BackendError
 from harness_tools.evaluate import EvaluationConfig, evaluate
 from harness_tools.execution import ArgSpec, CaseRequest
 from harness_tools.spec import LaunchSpec, resolve_task
+from tests.transpose_kernels import TILE_LOAD_LINE, TILE_STORE_LINE, TILED_LAUNCH, TILED_TRANSPOSE
 
 RACE_CHECK = EvaluationConfig(roles=["validation"], timeout_s=120, race_check=True)
 
@@ -39,21 +40,6 @@ extern "C" __global__ void reduce_sum(const float* x, float* out, int n)
 REDUCE_LAUNCH = {"grid": ["ceil_div(n, 256)"], "block": [256]}
 TREE_LINE = 10
 
-TILED_TRANSPOSE = """
-#define TILE 32
-extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
-    __shared__ float tile[TILE][TILE + 1];
-    int c = blockIdx.x * TILE + threadIdx.x, r = blockIdx.y * TILE + threadIdx.y;
-    for (int j = 0; j < TILE; j += 8)
-        if (r + j < rows && c < cols) tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(r + j) * cols + c];
-    BARRIER
-    c = blockIdx.y * TILE + threadIdx.x; r = blockIdx.x * TILE + threadIdx.y;
-    for (int j = 0; j < TILE; j += 8)
-        if (r + j < cols && c < rows) out[(size_t)(r + j) * rows + c] = tile[threadIdx.x][threadIdx.y + j];
-}
-"""
-TILED_LAUNCH = {"grid": ["ceil_div(cols, 32)", "ceil_div(rows, 32)"], "block": [32, 8]}
-TILE_STORE_LINE, TILE_LOAD_LINE = 7, 11
 
 # Warp-synchronous butterflies; blocks (and warps) combine only through atomicAdd.
 SHFL_XOR_REDUCE = """

@@ -8,28 +8,10 @@ from harness_tools import candidate as candidates
 from harness_tools.profile import profile_candidate
 from harness_tools.sanitize import sanitize_cuda
 from harness_tools.spec import bundled_task_names, resolve_task
+from tests.transpose_kernels import OOB_LINE, OOB_READ, RACY_TRANSPOSE, TILE_LOAD_LINE, TILE_STORE_LINE, TILED_LAUNCH
 
 pytestmark = pytest.mark.gpu
 
-OOB_READ_TRANSPOSE = """
-extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
-    if (r < rows && c < cols) out[(size_t)c * rows + r] = in[(size_t)r * cols + c + 100000];
-}
-"""
-RACY_TRANSPOSE = """
-#define TILE 32
-extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols) {
-    __shared__ float tile[TILE][TILE + 1];
-    int c = blockIdx.x * TILE + threadIdx.x, r = blockIdx.y * TILE + threadIdx.y;
-    for (int j = 0; j < TILE; j += 8)
-        if (r + j < rows && c < cols) tile[threadIdx.y + j][threadIdx.x] = in[(size_t)(r + j) * cols + c];
-    c = blockIdx.y * TILE + threadIdx.x; r = blockIdx.x * TILE + threadIdx.y;
-    for (int j = 0; j < TILE; j += 8)
-        if (r + j < cols && c < rows) out[(size_t)(r + j) * rows + c] = tile[threadIdx.x][threadIdx.y + j];
-}
-"""
-TILED_LAUNCH = {"grid": ["ceil_div(cols, 32)", "ceil_div(rows, 32)"], "block": [32, 8]}
 
 
 def _arch(cuda_backend) -> str:
@@ -59,16 +41,16 @@ def test_transpose_is_memory_bound_and_tiled_sgemm_compute_bound(cuda_backend, t
 def test_sanitize_catches_an_out_of_bounds_read_and_a_missing_barrier_with_their_lines(cuda_backend, tmp_path):
     task = resolve_task("transpose")
     base = candidates.baseline(task)
-    oob = base.model_copy(update={"source": OOB_READ_TRANSPOSE})
+    oob = base.model_copy(update={"source": OOB_READ})
     found = sanitize_cuda(task, oob, _arch(cuda_backend), tmp_path / "oob", tools=["memcheck"],
                           case_names=["val_odd_33x65"])
     assert found.status == "findings", found.text()
-    assert any(f.line == 4 and "read" in f.kind for r in found.reports for f in r.findings), found.text()
+    assert any(f.line == OOB_LINE and "read" in f.kind for r in found.reports for f in r.findings), found.text()
     racy = base.model_copy(update={"source": RACY_TRANSPOSE, "launch": base.launch.model_validate(TILED_LAUNCH)})
     raced = sanitize_cuda(task, racy, _arch(cuda_backend), tmp_path / "race", tools=["racecheck"],
                           case_names=["val_odd_33x65"])
     assert raced.status == "findings", raced.text()
     lines = {f.line for r in raced.reports for f in r.findings}
-    assert lines & {7, 10}, raced.text()
+    assert lines & {TILE_STORE_LINE, TILE_LOAD_LINE}, raced.text()
     clean = sanitize_cuda(task, base, _arch(cuda_backend), tmp_path / "clean", case_names=["val_odd_33x65"])
     assert clean.status == "clean", clean.text()
