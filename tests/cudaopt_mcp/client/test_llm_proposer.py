@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -16,6 +14,7 @@ from cudaopt_mcp.client.proposers import ProposerUnavailable, create_proposer
 from cudaopt_mcp.client.proposers.llm_records import TokenUsage, cost_usd
 from cudaopt_mcp.summaries import task_summary
 from harness_tools.spec import resolve_task
+from tests.cudaopt_mcp.client.scripted_llm import completion, error
 
 FAKE_KEY = "sk-test-FAKE0123456789abcdef"
 KERNEL = ('extern "C" __global__ void sgemm(const float* A, const float* B, float* C, int M, int N, int K)\n'
@@ -25,71 +24,6 @@ GOOD = {"note": "32x32 shared-memory tiles", "source": KERNEL,
         "defines": [{"name": "TILE", "value": "32"}], "options": ["-use_fast_math"]}
 USAGE = {"prompt_tokens": 1200, "completion_tokens": 800, "total_tokens": 2000,
          "prompt_tokens_details": {"cached_tokens": 1000}, "completion_tokens_details": {"reasoning_tokens": 500}}
-
-
-def completion(content: str, usage: dict | None = None, finish_reason: str = "stop") -> tuple[int, dict, dict]:
-    body = {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "gpt-5-mini",
-            "choices": [{"index": 0, "finish_reason": finish_reason,
-                         "message": {"role": "assistant", "content": content}}]}
-    if usage:
-        body["usage"] = usage
-    return 200, body, {}
-
-
-def error(status: int, message: str, headers: dict | None = None, code: str | None = None,
-          param: str | None = None) -> tuple[int, dict, dict]:
-    return status, {"error": {"message": message, "type": "test", "code": code, "param": param}}, headers or {}
-
-
-class ScriptedLLM:
-    """Serves POST /v1/chat/completions from a script; keeps every request it received."""
-
-    def __init__(self):
-        self.script: list[tuple[int, dict, dict] | float] = []
-        self.received: list[dict] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                request_headers = {k.lower(): v for k, v in self.headers.items()}  # httpx sends lower-case names
-                owner.received.append({"path": self.path, "headers": request_headers, "body": json.loads(raw)})
-                step = owner.script.pop(0) if owner.script else error(500, "script exhausted")
-                if isinstance(step, float):  # a delay longer than the client's timeout, then the next step
-                    time.sleep(step)
-                    step = owner.script.pop(0)
-                status, body, headers = step
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client timed out and left, as the timeout test intends
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def llm_server():
-    server = ScriptedLLM()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -359,54 +293,3 @@ def test_cost_uses_list_prices_with_cached_input():
     assert cost_usd("gpt-5", usage) == pytest.approx(0.6 * 1.25 + 0.4 * 0.125 + 10.00)
     assert cost_usd("gpt-5-nano-2025-08-07", usage) == pytest.approx(0.6 * 0.05 + 0.4 * 0.005 + 0.40)
     assert cost_usd("qwen-coder", usage) is None
-
-
-# ---- the whole loop: `cudaopt optimize --proposer llm` against the scripted endpoint -----------------------
-TRANSPOSE_32x8 = ('extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols)\n{\n'
-                  "    const int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;\n"
-                  "    if (r < rows && c < cols) out[(size_t)c * rows + r] = in[(size_t)r * cols + c];\n}\n")
-COPY_NOT_TRANSPOSE = TRANSPOSE_32x8.replace("out[(size_t)c * rows + r]", "out[(size_t)r * cols + c]")
-
-
-def reply(source: str, note: str) -> tuple[int, dict, dict]:
-    return completion(json.dumps({"note": note, "source": source, "defines": [], "options": [],
-                                  "launch": {"grid": ["ceil_div(cols, 32)", "ceil_div(rows, 8)"], "block": ["32", "8"],
-                                             "shared_mem": "0"}}), USAGE)
-
-
-@pytest.mark.skipif(__import__("harness_tools.backends.cuda", fromlist=["gpu_present"]).gpu_present(),
-                    reason="sized for the cpu backend")
-def test_optimize_with_the_llm_proposer_end_to_end(llm_server, tmp_path):
-    import os
-    import subprocess
-    from pathlib import Path
-
-    llm_server.script = [reply(TRANSPOSE_32x8, "32x8 blocks"), completion("Sorry, I would rather talk about it.", USAGE),
-                         error(429, "slow down", {"Retry-After": "0"}), reply(COPY_NOT_TRANSPOSE, "copy rows")]
-    results = tmp_path / "results"
-    env = {**os.environ, "OPENAI_API_KEY": FAKE_KEY}
-    out = subprocess.run([sys.executable, "-m", "cudaopt_mcp.cli", "optimize", "transpose", "--proposer", "llm",
-                          "--base-url", llm_server.base_url, "--max-iterations", "3", "--results", str(results), "--json"],
-                         capture_output=True, text=True, timeout=600, env=env, cwd=Path(__file__).resolve().parents[3])
-    assert out.returncode == 0, out.stderr
-    summary = json.loads(out.stdout)
-    assert summary["proposer"] == "llm" and "gpt-5-mini" in summary["proposer_detail"]
-    assert [a["status"] for a in summary["attempts"]] == ["correct", "correct", "unusable_reply", "incorrect"]
-    assert summary["attempts"][1]["proposal"]["note"] == "32x8 blocks"
-    assert "mismatch" in summary["attempts"][3]["failure"]
-    assert summary["usage"]["requests"] == 4 and summary["usage"]["prompt_tokens"] == 3 * 1200
-    # over the wire: the server's prompt for this run, with the feedback of the previous candidate
-    bodies = [r["body"] for r in llm_server.received]
-    assert all(b["model"] == "gpt-5-mini" and b["reasoning_effort"] == "medium" for b in bodies)
-    first, second = (b["messages"][-1]["content"] for b in bodies[:2])
-    assert "Task `transpose`" in first and "Candidate c0001: correct" in first
-    assert "Candidate c0002: correct (32x8 blocks)" in second and "perf_cpu_1024x1024" in second
-    assert llm_server.received[0]["headers"]["authorization"] == f"Bearer {FAKE_KEY}"
-    # recorded: every HTTP attempt, the failed one included; the key nowhere in the run folder
-    run = results / summary["run_id"]
-    assert len(list((run / "requests").glob("*-request.json"))) == 4
-    responses = [json.loads(p.read_text()) for p in sorted((run / "requests").glob("*-response.json"))]
-    assert [r.get("http_status") for r in responses][2] == 429
-    for path in run.rglob("*"):
-        if path.is_file() and path.suffix in (".json", ".jsonl", ".cu", ".log"):
-            assert FAKE_KEY not in path.read_text()

@@ -15,6 +15,7 @@ import pytest
 from harness_tools.backends.cuda import gpu_present
 from harness_tools.expressions import evaluate
 from harness_tools.spec import BUNDLED_DIR, resolve_task
+from tests.cudaopt_mcp.client.scripted_llm import completion, error
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.skipif(gpu_present(), reason="these runs are sized for the cpu backend")
@@ -121,3 +122,49 @@ def test_the_time_budget_stops_the_loop(tmp_path):
     summary = json.loads(out.stdout)
     assert [a["iteration"] for a in summary["attempts"]] == [0]
     assert summary["stopped"] == "time budget of 0.01 s used"
+
+
+FAKE_KEY = "sk-test-FAKE0123456789abcdef"
+USAGE = {"prompt_tokens": 1200, "completion_tokens": 800, "total_tokens": 2000}
+
+
+TRANSPOSE_32x8 = ('extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols)\n{\n'
+                  "    const int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;\n"
+                  "    if (r < rows && c < cols) out[(size_t)c * rows + r] = in[(size_t)r * cols + c];\n}\n")
+COPY_NOT_TRANSPOSE = TRANSPOSE_32x8.replace("out[(size_t)c * rows + r]", "out[(size_t)r * cols + c]")
+
+
+def reply(source: str, note: str) -> tuple[int, dict, dict]:
+    return completion(json.dumps({"note": note, "source": source, "defines": [], "options": [],
+                                  "launch": {"grid": ["ceil_div(cols, 32)", "ceil_div(rows, 8)"], "block": ["32", "8"],
+                                             "shared_mem": "0"}}), USAGE)
+
+
+def test_optimize_with_the_llm_proposer_end_to_end(llm_server, tmp_path):
+    llm_server.script = [reply(TRANSPOSE_32x8, "32x8 blocks"), completion("Sorry, I would rather talk about it.", USAGE),
+                         error(429, "slow down", {"Retry-After": "0"}), reply(COPY_NOT_TRANSPOSE, "copy rows")]
+    results = tmp_path / "results"
+    out = optimize("transpose", "--proposer", "llm", "--base-url", llm_server.base_url, "--max-iterations", "3",
+                   "--results", str(results), "--json", env={"OPENAI_API_KEY": FAKE_KEY})
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["proposer"] == "llm" and "gpt-5-mini" in summary["proposer_detail"]
+    assert [a["status"] for a in summary["attempts"]] == ["correct", "correct", "unusable_reply", "incorrect"]
+    assert summary["attempts"][1]["proposal"]["note"] == "32x8 blocks"
+    assert "mismatch" in summary["attempts"][3]["failure"]
+    assert summary["usage"]["requests"] == 4 and summary["usage"]["prompt_tokens"] == 3 * 1200
+    # over the wire: the server's prompt for this run, with the feedback of the previous candidate
+    bodies = [r["body"] for r in llm_server.received]
+    assert all(b["model"] == "gpt-5-mini" and b["reasoning_effort"] == "medium" for b in bodies)
+    first, second = (b["messages"][-1]["content"] for b in bodies[:2])
+    assert "Task `transpose`" in first and "Candidate c0001: correct" in first
+    assert "Candidate c0002: correct (32x8 blocks)" in second and "perf_cpu_1024x1024" in second
+    assert llm_server.received[0]["headers"]["authorization"] == f"Bearer {FAKE_KEY}"
+    # recorded: every HTTP attempt, the failed one included; the key nowhere in the run folder
+    run = results / summary["run_id"]
+    assert len(list((run / "requests").glob("*-request.json"))) == 4
+    responses = [json.loads(p.read_text()) for p in sorted((run / "requests").glob("*-response.json"))]
+    assert [r.get("http_status") for r in responses][2] == 429
+    for path in run.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".jsonl", ".cu", ".log"):
+            assert FAKE_KEY not in path.read_text()
