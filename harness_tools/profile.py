@@ -11,6 +11,7 @@ a timeout, the kernel failing, no kernel profiled. Bugs are exceptions.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -112,8 +113,6 @@ def _problem(output: str, timed_out: bool, code: int | None, report: Path, timeo
 
 
 def _launcher_outcome(output: str) -> dict | None:
-    import json
-
     for line in reversed(output.splitlines()):
         if line.startswith("{") and '"status"' in line:
             try:
