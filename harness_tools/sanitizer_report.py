@@ -102,7 +102,9 @@ def parse_sanitizer_output(tool: str, output: str, source_name: str | None = Non
 # --- the scan: sanitizer lines into records; summaries and failure lines on the side ---
 
 _PREFIX = re.compile(r"(?<!=)={8,9}(?!=)( *)(.*)$")  # the default --prefix [manual]
-_ERROR_SUMMARY = re.compile(r"^ERROR SUMMARY:\s*([\d,]+) errors?")  # "ERROR SUMMARY: 1 error" [logs]
+# "ERROR SUMMARY: 1 error" [logs]; not its sequel "ERROR SUMMARY: 1946 errors were not printed. Use --print-limit
+# ..." (compute-sanitizer 2025.3 on the H200)
+_ERROR_SUMMARY = re.compile(r"^ERROR SUMMARY:\s*([\d,]+) errors?\b(?!\s+were not printed)")
 # "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)" [logs]; the parenthesis also seen on the next line [logs]
 _RACE_SUMMARY = re.compile(r"^RACECHECK SUMMARY:\s*([\d,]+) hazards? displayed\s*"
                            r"(?:\(\s*([\d,]+) errors?,\s*([\d,]+) warnings?\s*\))?")

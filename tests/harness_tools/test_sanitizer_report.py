@@ -241,3 +241,31 @@ def test_leaks_and_an_unknown_headline_are_kept():
 def test_unknown_tool_is_refused():
     with pytest.raises(ValueError):
         parse_sanitizer_output("leakcheck", "")
+
+
+# ---- real output of compute-sanitizer 2025.3.1 (CUDA 13) on the H200, captured by the gpu tests ----------
+H200 = __import__("pathlib").Path(__file__).parents[1] / "fixtures" / "sanitizer"
+
+
+def test_h200_memcheck_out_of_bounds_read_with_line_and_launch_failure():
+    report = parse_sanitizer_output("memcheck", (H200 / "memcheck_oob_read_h200.log").read_text(), source_name="kernel.cu")
+    first = report.findings[0]
+    assert (first.kind, first.kernel, first.file, first.line, first.access_size) == (
+        "invalid_global_read", "transpose", "kernel.cu", 4, 4)
+    assert first.block == (2, 2, 0) and "out of bounds" in first.address
+    assert report.summary_errors == 2146 and not report.clean and report.tool_error is None
+    assert "kernel.cu:4 in transpose: invalid_global_read 4B" in report.text()
+
+
+def test_h200_racecheck_hazards_name_the_write_and_read_lines():
+    report = parse_sanitizer_output("racecheck", (H200 / "racecheck_missing_barrier_h200.log").read_text(),
+                                    source_name="kernel.cu")
+    assert report.findings and all(f.line == 7 and f.kernel == "transpose" for f in report.findings)
+    assert any("kernel.cu:11" in p for f in report.findings for p in f.peers)
+    assert report.summary_errors == 4 and not report.clean
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "initcheck", "synccheck"])
+def test_h200_clean_runs(tool):
+    report = parse_sanitizer_output(tool, (H200 / f"{tool}_clean_h200.log").read_text(), source_name="kernel.cu")
+    assert report.clean and not report.findings and report.tool_error is None, report.text()
