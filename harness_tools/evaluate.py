@@ -74,6 +74,7 @@ class Overhead(BaseModel):
     inputs_ms: float = 0.0
     reference_ms: float = 0.0
     load_ms: float = 0.0
+    transfer_ms: float = Field(0.0, description="the worker's buffer set-up and output download and checks")
     validate_ms: float = 0.0
     time_ms: float = 0.0
     compare_ms: float = 0.0
@@ -183,6 +184,7 @@ class _CaseRunner:
         run = self.backend.run_case(request, self.config.timeout_s)
         self.overhead.load_ms += run.load_ms
         self.overhead.validate_ms += run.run_ms
+        self.overhead.transfer_ms += run.setup_ms + run.collect_ms
         self.overhead.time_ms += run.time_ms
         result = self._judge(case, run, expected)
         if self.config.race_check and case.role == "validation" and result.passed:

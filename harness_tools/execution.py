@@ -50,7 +50,9 @@ class CaseRun(BaseModel):
     overruns: list[str] = Field(default_factory=list, description="buffers whose poisoned tail was overwritten")
     timing: TimingStats | None = None
     load_ms: float = 0.0
+    setup_ms: float = Field(0.0, description="allocating the buffers and filling the inputs")
     run_ms: float = 0.0
+    collect_ms: float = Field(0.0, description="downloading the outputs and checking tails and inputs")
     time_ms: float = 0.0
     worker_restarted: bool = False
 

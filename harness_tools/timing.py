@@ -4,12 +4,13 @@ Method (:func:`measure`), on one stream:
 
 1. ``warmup`` launches, each preceded by an L2 flush, so module load, lazy allocation and clock
    ramp-up stay out of the numbers;
-2. ``reps`` timed launches: flush L2 (a memset over a buffer at least twice the L2 size, *outside* the
-   event pair), record the start event, launch, record the stop event;
+2. ``reps`` timed launches: flush L2 (on a GPU, a read of a zeroed buffer at least twice the L2 size,
+   *outside* the event pair), record the start event, launch, record the stop event;
 3. one synchronisation at the end, then every event pair's elapsed time is read.
 
-Each launch thus starts with a cold L2, as it would in a pipeline where the kernel's inputs were
-produced by other work. Statistics (:func:`summarize`) keep the samples: median, min, max, mean,
+Each launch thus starts with a cold L2 holding only clean lines. (A memset flush would leave dirty lines
+whose write-back lands inside the timed kernel: ~10 µs per launch on an H200, which Nsight Compute's own
+flush does not charge.) Statistics (:func:`summarize`) keep the samples: median, min, max, mean,
 inter-quartile range and the coefficient of variation (stdev / mean).
 """
 

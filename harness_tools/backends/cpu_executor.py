@@ -70,9 +70,11 @@ class CpuExecutor:
                            message=f"g++ rejected the kernel:\n{build.log}").model_dump()
         launch = self._kernel(build.path).cudaopt_launch
         load_ms = (time.perf_counter() - start) * 1e3
+        start = time.perf_counter()
         buffers = self._allocate(request.args)
+        setup_ms = (time.perf_counter() - start) * 1e3
         try:
-            return self._run(request, launch, buffers, load_ms).model_dump()
+            return self._run(request, launch, buffers, load_ms, setup_ms).model_dump()
         finally:
             if not self.dead:
                 for buf in buffers.values():
@@ -85,20 +87,22 @@ class CpuExecutor:
         request = CaseRequest.model_validate(payload["request"])
         return race_check(request, float(payload["timeout_s"])).model_dump()
 
-    def _run(self, request: CaseRequest, launch, buffers: dict[str, Buffer], load_ms: float) -> CaseRun:
+    def _run(self, request: CaseRequest, launch, buffers: dict[str, Buffer], load_ms: float, setup_ms: float) -> CaseRun:
         table = (Buffer * max(1, len(buffers)))(*buffers.values())
         error = ctypes.create_string_buffer(4096)
         config = LaunchConfig((ctypes.c_uint * 3)(*request.grid), (ctypes.c_uint * 3)(*request.block),
                               request.shared_mem, int(needs_fibers(request.source)), self.os_threads,
                               table, len(buffers), ctypes.cast(error, ctypes.c_char_p), len(error))
         holders, args = argument_array(request.args, {name: buf.data for name, buf in buffers.items()})
-        run = CaseRun(status="ok", load_ms=load_ms)
+        run = CaseRun(status="ok", load_ms=load_ms, setup_ms=setup_ms)
         start = time.perf_counter()
         code = launch(ctypes.byref(config), args)
         run.run_ms = (time.perf_counter() - start) * 1e3
         if code != OK:
             return self._failure(code, error.value.decode(errors="replace"), run)
+        start = time.perf_counter()
         self._collect(request, buffers, run)
+        run.collect_ms = (time.perf_counter() - start) * 1e3
         if request.timing is not None and not run.overruns:
             samples = []
             begin = time.perf_counter()

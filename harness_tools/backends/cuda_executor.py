@@ -1,7 +1,8 @@
 """The ``cuda`` backend, worker side: CUDA Driver API calls through ``cuda.bindings.driver``.
 
 Imported only inside the worker process (see :mod:`harness_tools.worker`). One instance owns the
-primary context of one device, a stream, an L2-flush buffer and a small module cache. After a sticky
+primary context of one device, a stream, an L2-flush buffer, a small module cache, its helper kernels
+(:mod:`.cuda_device_kernels`) and the inputs kept on the device (:mod:`.resident_inputs`). After a sticky
 error (illegal address, trap, launch failure, ...) the context is unusable: the instance sets
 ``dead`` and the process exits once its answer is sent.
 """
@@ -20,8 +21,9 @@ from cuda.bindings import driver as cu  # imported by worker processes only
 from ..execution import ArgSpec, CaseRequest, CaseRun
 from ..inputs import POISON_BYTE, TAIL_BYTES
 from ..timing import TimingPlan, measure, summarize
-from .byte_compare import same_bytes
+from .cuda_device_kernels import DeviceKernels
 from .kernel_args import argument_array
+from .resident_inputs import ResidentInputs
 
 # Errors after which the context is corrupt and the process must end (CUDA driver API docs).
 STICKY = {700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 721, 999}
@@ -60,6 +62,10 @@ class CudaExecutor:
         # start each launch from the same cache state.
         self.flush_bytes = max(2 * self.l2_bytes, 256 << 20)
         self.flush_buffer = _ok(cu.cuMemAlloc(self.flush_bytes), "cuMemAlloc(flush)")
+        _ok(cu.cuMemsetD32(self.flush_buffer, 0, self.flush_bytes // 4), "clear flush buffer")
+        self.kernels = DeviceKernels(self.arch, self.sm_count, self.stream, _ok)
+        memory = int(_ok(cu.cuDeviceTotalMem(self.device), "cuDeviceTotalMem"))
+        self.resident = ResidentInputs(self.kernels, min(memory // 8, 8 << 30), _ok)
         self.modules: OrderedDict[str, tuple[object, object]] = OrderedDict()
         self.events: list[tuple[object, object]] = []
         self.dead = False
@@ -92,14 +98,18 @@ class CudaExecutor:
             problem = self._check_launch(function, request)
             if problem:
                 return CaseRun(status="invalid_launch", message=problem, load_ms=run.load_ms).model_dump()
+            start = time.perf_counter()
             buffers = self._allocate(request.args)
+            run.setup_ms = (time.perf_counter() - start) * 1e3
             holders, array = argument_array(request.args, {arg.name: int(ptr) for arg, ptr, _, _ in buffers})
             params = ctypes.addressof(array)
             start = time.perf_counter()
             self._launch(function, request, params)
             _ok(cu.cuStreamSynchronize(self.stream), "kernel execution")
             run.run_ms = (time.perf_counter() - start) * 1e3
+            start = time.perf_counter()
             self._collect(request, buffers, run)
+            run.collect_ms = (time.perf_counter() - start) * 1e3
             if request.timing is not None:
                 start = time.perf_counter()
                 timer = _EventTimer(self, function, request, params)
@@ -150,6 +160,7 @@ class CudaExecutor:
         return None
 
     def _allocate(self, args: list[ArgSpec]):
+        """(arg, pointer, bytes, digest of an input as uploaded) per buffer, each followed by a poisoned tail."""
         buffers = []
         for arg in args:
             if arg.kind != "buffer":
@@ -157,17 +168,18 @@ class CudaExecutor:
             nbytes = int(np.prod(arg.shape)) * np.dtype(arg.dtype).itemsize
             ptr = _ok(cu.cuMemAlloc(nbytes + TAIL_BYTES), f"cuMemAlloc({arg.name})")
             buffers.append((arg, ptr, nbytes, None))
-            host = None
+            digest = None
             if arg.input_file:
-                host = np.ascontiguousarray(np.load(arg.input_file, mmap_mode="r"))
+                digest = self.resident.fill(ptr, arg.input_file, nbytes)
             elif arg.initial is not None:
                 host = np.full(arg.shape, arg.initial, dtype=arg.dtype)
-            if host is not None:
                 _ok(cu.cuMemcpyHtoD(ptr, host.ctypes.data, nbytes), f"upload {arg.name}")
+                digest = self.kernels.digest(ptr, nbytes)
+            if digest is not None:
                 _ok(cu.cuMemsetD8(_offset(ptr, nbytes), POISON_BYTE, TAIL_BYTES), "poison tail")
             else:
                 _ok(cu.cuMemsetD8(ptr, POISON_BYTE, nbytes + TAIL_BYTES), f"poison {arg.name}")
-            buffers[-1] = (arg, ptr, nbytes, host if arg.role == "in" else None)
+            buffers[-1] = (arg, ptr, nbytes, digest if arg.role == "in" else None)
         return buffers
 
     def _launch(self, function, request: CaseRequest, params: int) -> None:
@@ -180,21 +192,27 @@ class CudaExecutor:
         out_dir = Path(request.output_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         tail = np.empty(TAIL_BYTES, dtype=np.uint8)
-        for arg, ptr, nbytes, host in buffers:
+        for arg, ptr, nbytes, digest in buffers:
             _ok(cu.cuMemcpyDtoH(tail.ctypes.data, _offset(ptr, nbytes), TAIL_BYTES), f"download tail {arg.name}")
             if not (tail == POISON_BYTE).all():
                 run.overruns.append(arg.name)
             if arg.role == "in":
-                back = np.empty(arg.shape, dtype=arg.dtype)
-                _ok(cu.cuMemcpyDtoH(back.ctypes.data, ptr, nbytes), f"download {arg.name}")
-                if not same_bytes(back, host):
+                if self.kernels.digest(ptr, nbytes) != digest:
                     run.modified_inputs.append(arg.name)
             else:
-                out = np.empty(arg.shape, dtype=arg.dtype)
-                _ok(cu.cuMemcpyDtoH(out.ctypes.data, ptr, nbytes), f"download {arg.name}")
-                path = out_dir / f"{arg.name}.npy"
-                np.save(path, out)
-                run.outputs[arg.name] = str(path)
+                run.outputs[arg.name] = self._download(arg, ptr, nbytes, out_dir / f"{arg.name}.npy")
+
+    @staticmethod
+    def _download(arg: ArgSpec, ptr, nbytes: int, path: Path) -> str:
+        """Straight into the .npy file's mapping (no second host copy); the file usually lives in memory."""
+        if nbytes == 0:
+            np.save(path, np.empty(arg.shape, dtype=arg.dtype))
+            return str(path)
+        out = np.lib.format.open_memmap(path, mode="w+", dtype=arg.dtype, shape=tuple(arg.shape))
+        _ok(cu.cuMemcpyDtoH(out.ctypes.data, ptr, nbytes), f"download {arg.name}")
+        out.flush()
+        del out
+        return str(path)
 
     def _context_healthy(self) -> bool:
         try:
@@ -217,7 +235,7 @@ class _EventTimer:
         self.pairs = executor.event_pairs(request.timing.reps if request.timing else TimingPlan().reps)
 
     def flush_l2(self) -> None:
-        _ok(cu.cuMemsetD32Async(self.ex.flush_buffer, 0, self.ex.flush_bytes // 4, self.ex.stream), "L2 flush")
+        self.ex.kernels.evict_l2(self.ex.flush_buffer, self.ex.flush_bytes)
 
     def launch(self) -> None:
         self.ex._launch(self.function, self.request, self.params)

@@ -54,6 +54,8 @@ def test_every_bundled_baseline_is_correct_and_timed(cuda_backend, name):
     assert perf and all(c.timing and c.timing.n == 10 and c.median_ms > 0 for c in perf)
     assert result.score_ms and result.score_ms > 0
     assert result.environment.device.arch.startswith("sm_")
+    clocks = result.environment.clocks_before  # read through NVML
+    assert clocks and clocks.sm_mhz > 0 and clocks.memory_mhz > 0 and clocks.power_w > 0
 
 
 def test_wrong_kernel_fails_with_the_first_mismatch(cuda_backend):
@@ -93,10 +95,16 @@ def test_out_of_bounds_read_sees_poison(cuda_backend):
     assert any(o.nonfinite > 0 for c in result.cases for o in c.outputs)
 
 
-def test_modified_input_is_reported(cuda_backend):
+def test_modified_input_is_reported_and_the_kept_inputs_stay_intact(cuda_backend):
     task, cand = _transpose(MODIFY_INPUT)
-    result = evaluate(task, cand, cuda_backend, EvaluationConfig(roles=["validation"]))
+    config = EvaluationConfig(roles=["validation"], seed=77)
+    result = evaluate(task, cand, cuda_backend, config)
     assert any(c.status == "corrupted" and c.run.modified_inputs == ["in"] for c in result.cases)
+    # inputs stay on the device between evaluations: the next kernel must see them as drawn
+    task, good = _transpose(GOOD)
+    again = evaluate(task, good, cuda_backend, config)
+    assert again.correct, again.failure
+    assert all(not c.run.modified_inputs for c in again.cases)
 
 
 def test_infinite_loop_times_out_and_the_next_evaluation_works(cuda_backend):
