@@ -44,8 +44,8 @@ def main() -> int:
     kernels = [(name, "baseline", candidates.baseline(resolve_task(name))) for name in bundled_task_names()]
     sgemm, reduce = resolve_task("sgemm"), resolve_task("reduce_sum")
     tiled = candidates.tuned(sgemm, {"BM": 64, "BN": 64, "BK": 8, "TM": 4, "TN": 4})
-    shuffle = candidates.tuned(reduce, {"BLOCK": 256, "ITEMS": 1, "PASSES": 1})
-    kernels += [("sgemm", "tiled BM=BN=64,BK=8,TM=TN=4", tiled), ("reduce_sum", "shuffle BLOCK=256,ITEMS=1", shuffle)]
+    shuffle = candidates.tuned(reduce, {"BLOCK": 256, "ITEMS": 2, "GRID_THREADS": 65536, "CS": 0})
+    kernels += [("sgemm", "tiled BM=BN=64,BK=8,TM=TN=4", tiled), ("reduce_sum", "shuffle BLOCK=256,ITEMS=2", shuffle)]
     quick = EvaluationConfig(roles=["validation"])
     for name, label, cand in kernels:
         task = resolve_task(name)
@@ -57,11 +57,11 @@ def main() -> int:
               f"{load:>13.2f}{ok}")
 
     print(f"\n## Run time of one launch (CPU wall clock, median of {args.reps})")
-    small_tiles = candidates.tuned(sgemm, {"BM": 32, "BN": 32, "BK": 8, "TM": 2, "TN": 2})
+    big_tiles = candidates.tuned(sgemm, {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1})
     runs = [
-        (sgemm, tiled, "tiled 64x64, 2 barriers/slice", Case(name="sgemm_512", role="performance",
+        (sgemm, tiled, "tiled 64x64, BK=8, TM=TN=4", Case(name="sgemm_512", role="performance",
                                                           sizes={"M": 512, "N": 512, "K": 512}), 2.0),
-        (sgemm, small_tiles, "tiled 32x32 (TM=TN=2), BK=8", Case(name="sgemm_512", role="performance",
+        (sgemm, big_tiles, "tiled 128x128, BK=16, TM=TN=8", Case(name="sgemm_512", role="performance",
                                                               sizes={"M": 512, "N": 512, "K": 512}), 2.0),
         (reduce, shuffle, "shuffles + shared + atomicAdd", Case(name="reduce_1M", role="performance",
                                                                  sizes={"n": 1 << 20}), 0.2),

@@ -27,8 +27,9 @@ from harness_tools.evaluate import EvaluationConfig, evaluate  # noqa: E402
 from harness_tools.profile import profile_candidate  # noqa: E402
 from harness_tools.spec import bundled_task_names, resolve_task  # noqa: E402
 
-TUNED = {"sgemm": {"BM": 128, "BN": 64, "BK": 8, "TM": 8, "TN": 8}, "reduce_sum": {"BLOCK": 1024, "ITEMS": 2, "PASSES": 1},
-         "softmax_rows": {"BLOCK": 64, "UNROLL": 4}, "transpose": {"TILE": 64, "ROWS": 4}}
+TUNED = {"sgemm": {"BM": 64, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 2},
+         "reduce_sum": {"BLOCK": 512, "ITEMS": 4, "GRID_THREADS": 131072, "CS": 1},
+         "softmax_rows": {"WARPS": 8, "ITEMS": 4, "CS": 0}, "transpose": {"TR": 64, "TC": 64, "THREADS": 256, "VEC": 4, "CS": 1}}
 
 
 def one(task_name: str, label: str, cand, backend, out: Path) -> dict:
