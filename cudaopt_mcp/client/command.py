@@ -32,9 +32,10 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
     parser.add_argument("--run", metavar="RUN_ID", help="continue this run instead of creating one")
     parser.add_argument("--seed", type=int, help="input seed for every evaluation of this invocation (default: random)")
     parser.add_argument("--warmup", type=int, help="warm-up launches per performance case while searching "
-                                                   "(default: the server's, 10 on a GPU)")
-    parser.add_argument("--reps", type=int, help="timed launches per performance case while searching (default: the "
-                                                 "server's, 100 on a GPU); the best is confirmed with the full plan")
+                                                   "(default: 3 on a GPU, the server's on cpu)")
+    parser.add_argument("--reps", type=int, help="timed launches per performance case while searching (default: 30 on "
+                                                 "a GPU, the server's on cpu); the best is confirmed with the server's "
+                                                 "full plan (10 + 100 on a GPU)")
     parser.add_argument("--no-confirm", action="store_true", help="skip re-evaluating the best on fresh inputs")
     parser.add_argument("--profile-every", type=int, metavar="N",
                         help="cuda: profile the best (Nsight Compute) every N iterations; default: after each improvement "
