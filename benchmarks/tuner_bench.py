@@ -84,9 +84,38 @@ def copy_bandwidth_gbps(nbytes: int = 2 << 30) -> float:
     return 2 * nbytes / (ms * 1e-3) / 1e9
 
 
+def same_size_copy_gbps(nbytes: int, reps: int = 30) -> float:
+    """A device copy moving ``nbytes`` in all (half read, half written), timed as the engine times a kernel:
+    CUDA events around each launch, the L2 evicted by a read before each (the engine's own helper kernel)."""
+    import cupy as cp
+
+    from harness_tools.backends.cuda_device_kernels import SOURCE
+
+    evict = cp.RawModule(code=SOURCE, options=("-std=c++17",)).get_function("evict_l2")
+    flush = cp.zeros(256 << 20, dtype=cp.uint8)
+    sink = cp.zeros(2, dtype=cp.uint32)
+    src = cp.ones(max(nbytes // 8, 1), dtype=cp.float32)
+    dst = cp.empty_like(src)
+    sm = cp.cuda.Device().attributes["MultiProcessorCount"]
+    times = []
+    for i in range(reps + 3):
+        evict((sm * 8,), (256,), (flush, cp.uint64(flush.nbytes // 16), sink))
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        cp.copyto(dst, src)
+        stop.record()
+        stop.synchronize()
+        if i >= 3:
+            times.append(cp.cuda.get_elapsed_time(start, stop))
+    times.sort()
+    return 2 * src.nbytes / (times[len(times) // 2] * 1e-3) / 1e9
+
+
 # ---- Kernel Tuner, same kernel and space -----------------------------------------------------------------
-def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool = True) -> dict:
-    """tune_kernel's arguments for the task's tunable sgemm on one shape: same source, space and launch."""
+def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool = True,
+                         only: list[dict[str, int]] | None = None) -> dict:
+    """tune_kernel's arguments for the task's tunable sgemm on one shape: same source, space and launch
+    (``only``: just these configurations, e.g. the ones our tuner evaluated)."""
     import numpy as np
 
     task = resolve_task("sgemm")
@@ -95,9 +124,13 @@ def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool =
     threads = sorted({(c["BM"] // c["TM"]) * (c["BN"] // c["TN"]) for c in configs})
     params = {**{k: list(v) for k, v in tun.params.items()}, "block_size_x": threads}
 
+    allowed = {tuple(sorted(c.items())) for c in only} if only is not None else None
+
     def restriction(p) -> bool:  # our constraints, and the block size they imply
+        config = {k: p[k] for k in tun.params}
         return (p["block_size_x"] == (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
-                and all(evaluate(c, {k: p[k] for k in tun.params}) for c in tun.constraints))
+                and all(evaluate(c, config) for c in tun.constraints)
+                and (allowed is None or tuple(sorted(config.items())) in allowed))
 
     m, n, k = shape["M"], shape["N"], shape["K"]
     rng = np.random.default_rng(seed)
@@ -112,7 +145,8 @@ def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool =
             "atol": 2e-6 * k, "lang": "cupy", "compiler_options": ["-std=c++17"]}  # as our engine compiles it
 
 
-def kernel_tuner_sgemm(out: Path, shapes: list[dict[str, int]], deadline: float) -> dict:
+def kernel_tuner_sgemm(out: Path, shapes: list[dict[str, int]], deadline: float,
+                       only: list[dict[str, int]] | None = None) -> dict:
     from kernel_tuner import tune_kernel
 
     rows = {}
@@ -123,7 +157,8 @@ def kernel_tuner_sgemm(out: Path, shapes: list[dict[str, int]], deadline: float)
         m, n, k = s["M"], s["N"], s["K"]
         cache = out / f"kt_sgemm_{m}x{n}x{k}.json"
         started = time.perf_counter()
-        results, env = tune_kernel(**kernel_tuner_problem(s), cache=str(cache), quiet=True, strategy="brute_force")
+        results, env = tune_kernel(**kernel_tuner_problem(s, only=only), cache=str(cache), quiet=True,
+                                   strategy="brute_force")
         wall = time.perf_counter() - started
         times = [r["time"] for r in results if isinstance(r.get("time"), float)]
         rows[f"{m}x{n}x{k}"] = {"configs": len(results), "wall_s": wall, "best_ms": min(times) if times else None,
@@ -159,6 +194,9 @@ def report(task: str, summary: dict, extra: dict) -> None:
             line += f"  {case['gbps']:.0f} GB/s"
             if extra.get("copy_gbps"):
                 line += f"  = {case['gbps'] / extra['copy_gbps']:.1%} of copy bandwidth"
+            same = extra.get("same_size_copy_gbps", {}).get(f"{task}/{name}")
+            if same:
+                line += f", {case['gbps'] / same:.1%} of a same-size copy ({same:.0f} GB/s)"
         print(line)
 
 
@@ -186,14 +224,26 @@ def main() -> int:
             extra["cublas"] = cublas_tflops(shapes)
             print("cuBLAS fp32 TFLOP/s: " + ", ".join(f"{k} {v:.2f}" for k, v in extra["cublas"].items()))
         (args.out / "reference_points.json").write_text(json.dumps(extra, indent=1))
+    evaluated: dict[str, list[dict[str, int]]] = {}
+    if gpu:  # the ceiling at each memory-bound case's own size (launch and ramp-up included)
+        for task in args.tasks:
+            spec = resolve_task(task).spec
+            if spec.metrics and spec.metrics.bytes is not None and task != "sgemm":
+                for case in spec.cases_for(["performance"], "cuda"):
+                    nbytes = int(evaluate(spec.metrics.bytes, case.sizes))
+                    extra.setdefault("same_size_copy_gbps", {})[f"{task}/{case.name}"] = same_size_copy_gbps(nbytes)
+        (args.out / "reference_points.json").write_text(json.dumps(extra, indent=1))
     for task in args.tasks:
         n = args.iterations or len(valid_configs(task))
         timing = [f"--{k}={v}" for k, v in (("warmup", args.warmup), ("reps", args.reps)) if v is not None]
         summary = run_tuner(task, n, args.out, args.backend, timing)
+        evaluated[task] = [a["proposal"]["tunables"] for a in summary["attempts"]
+                           if a.get("proposal") and a["proposal"].get("tunables")]
         report(task, summary, extra)
     if args.kernel_tuner and gpu:
         shapes = [c.sizes for c in resolve_task("sgemm").spec.cases_for(["performance"], "cuda")]
-        rows = kernel_tuner_sgemm(args.out, shapes, started + args.kt_start_by)
+        # the configurations our tuner evaluated (all of them when it went exhaustive)
+        rows = kernel_tuner_sgemm(args.out, shapes, started + args.kt_start_by, evaluated.get("sgemm"))
         total = sum(r["per_config_s"] for r in rows.values())
         print(f"\nKernel Tuner brute force (cupy backend, verification on): {total:.2f} s per configuration over "
               f"the {len(rows)} shapes; best per shape: " + ", ".join(f"{k} {v['best_ms']:.4g} ms" for k, v in rows.items()))
