@@ -126,10 +126,14 @@ def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool =
 
     allowed = {tuple(sorted(c.items())) for c in only} if only is not None else None
 
+    def shared_bytes(p) -> int:
+        return int(evaluate(tun.launch.shared_mem, {k: p[k] for k in tun.params}))
+
     def restriction(p) -> bool:  # our constraints, and the block size they imply
         config = {k: p[k] for k in tun.params}
         return (p["block_size_x"] == (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
                 and all(evaluate(c, config) for c in tun.constraints)
+                and kt_can_launch(config)
                 and (allowed is None or tuple(sorted(config.items())) in allowed))
 
     m, n, k = shape["M"], shape["N"], shape["K"]
@@ -142,7 +146,14 @@ def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool =
     return {"kernel_name": "sgemm", "kernel_source": task.read(tun.source), "problem_size": (n, m),
             "arguments": [a, b, c, np.int32(m), np.int32(n), np.int32(k)], "tune_params": params,
             "grid_div_x": ["BN"], "grid_div_y": ["BM"], "restrictions": restriction, "answer": answer,
-            "atol": 2e-6 * k, "lang": "cupy", "compiler_options": ["-std=c++17"]}  # as our engine compiles it
+            "atol": 2e-6 * k, "lang": "cupy", "compiler_options": ["-std=c++17"],  # as our engine compiles it
+            "smem_args": {"size": shared_bytes}}
+
+
+def kt_can_launch(config: dict[str, int]) -> bool:
+    """Kernel Tuner's cupy backend launches without raising the 48 KiB default limit of dynamic shared memory."""
+    tun = resolve_task("sgemm").spec.tunables
+    return int(evaluate(tun.launch.shared_mem, config)) <= 48 * 1024
 
 
 def kernel_tuner_sgemm(out: Path, shapes: list[dict[str, int]], deadline: float,
@@ -210,8 +221,12 @@ def main() -> int:
     parser.add_argument("--reps", type=int, help="timed launches per performance case while searching")
     parser.add_argument("--kt-start-by", type=float, default=420.0,
                         help="seconds after start after which no further Kernel Tuner shape is started")
+    parser.add_argument("--kt-from", type=Path, help="our tuner's sgemm summary (tuner_sgemm.json) from an earlier run: "
+                                                      "run only Kernel Tuner, on the configurations it evaluated")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if args.kt_from:
+        return kernel_tuner_only(args.kt_from, args.out, time.monotonic() + args.kt_start_by)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     extra: dict = {}
@@ -224,7 +239,7 @@ def main() -> int:
             extra["cublas"] = cublas_tflops(shapes)
             print("cuBLAS fp32 TFLOP/s: " + ", ".join(f"{k} {v:.2f}" for k, v in extra["cublas"].items()))
         (args.out / "reference_points.json").write_text(json.dumps(extra, indent=1))
-    evaluated: dict[str, list[dict[str, int]]] = {}
+    summaries: dict[str, dict] = {}
     if gpu:  # the ceiling at each memory-bound case's own size (launch and ramp-up included)
         for task in args.tasks:
             spec = resolve_task(task).spec
@@ -236,18 +251,32 @@ def main() -> int:
     for task in args.tasks:
         n = args.iterations or len(valid_configs(task))
         timing = [f"--{k}={v}" for k, v in (("warmup", args.warmup), ("reps", args.reps)) if v is not None]
-        summary = run_tuner(task, n, args.out, args.backend, timing)
-        evaluated[task] = [a["proposal"]["tunables"] for a in summary["attempts"]
-                           if a.get("proposal") and a["proposal"].get("tunables")]
-        report(task, summary, extra)
-    if args.kernel_tuner and gpu:
-        shapes = [c.sizes for c in resolve_task("sgemm").spec.cases_for(["performance"], "cuda")]
-        # the configurations our tuner evaluated (all of them when it went exhaustive)
-        rows = kernel_tuner_sgemm(args.out, shapes, started + args.kt_start_by, evaluated.get("sgemm"))
-        total = sum(r["per_config_s"] for r in rows.values())
-        print(f"\nKernel Tuner brute force (cupy backend, verification on): {total:.2f} s per configuration over "
-              f"the {len(rows)} shapes; best per shape: " + ", ".join(f"{k} {v['best_ms']:.4g} ms" for k, v in rows.items()))
+        summaries[task] = run_tuner(task, n, args.out, args.backend, timing)
+        report(task, summaries[task], extra)
+    if args.kernel_tuner and gpu and "sgemm" in summaries:
+        side_by_side(summaries["sgemm"], args.out, started + args.kt_start_by)
     return 0
+
+
+def kernel_tuner_only(summary_file: Path, out: Path, deadline: float) -> int:
+    """Kernel Tuner's brute force over the configurations of an earlier run of ours, side by side per configuration."""
+    out.mkdir(parents=True, exist_ok=True)
+    side_by_side(json.loads(summary_file.read_text()), out, deadline)
+    return 0
+
+
+def side_by_side(summary: dict, out: Path, deadline: float) -> None:
+    """Kernel Tuner on the configurations our run evaluated (those its cupy backend can launch); time per configuration."""
+    attempts = [a for a in summary["attempts"]
+                if a.get("proposal") and a["proposal"].get("tunables") and kt_can_launch(a["proposal"]["tunables"])]
+    ours = sum(a["elapsed_s"] for a in attempts) / max(len(attempts), 1)
+    shapes = [c.sizes for c in resolve_task("sgemm").spec.cases_for(["performance"], "cuda")]
+    rows = kernel_tuner_sgemm(out, shapes, deadline, [a["proposal"]["tunables"] for a in attempts])
+    theirs = sum(r["per_config_s"] for r in rows.values())
+    print(f"\nsame {len(attempts)} configurations (those Kernel Tuner's cupy backend can launch): ours {ours:.2f} s per "
+          f"configuration (client side: compile, 8 validation + 3 performance cases, MCP), Kernel Tuner {theirs:.2f} s "
+          f"(brute force, cupy, verification on) over {len(rows)} shapes: ratio {ours / theirs:.2f}"
+          if theirs else "Kernel Tuner measured nothing")
 
 
 if __name__ == "__main__":
