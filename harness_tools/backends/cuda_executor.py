@@ -62,7 +62,8 @@ class CudaExecutor:
         # start each launch from the same cache state.
         self.flush_bytes = max(2 * self.l2_bytes, 256 << 20)
         self.flush_buffer = _ok(cu.cuMemAlloc(self.flush_bytes), "cuMemAlloc(flush)")
-        _ok(cu.cuMemsetD32(self.flush_buffer, 0, self.flush_bytes // 4), "clear flush buffer")
+        _ok(cu.cuMemsetD32Async(self.flush_buffer, 0, self.flush_bytes // 4, self.stream), "clear flush buffer")
+        _ok(cu.cuStreamSynchronize(self.stream), "clear flush buffer")
         self.kernels = DeviceKernels(self.arch, self.sm_count, self.stream, _ok)
         memory = int(_ok(cu.cuDeviceTotalMem(self.device), "cuDeviceTotalMem"))
         self.resident = ResidentInputs(self.kernels, min(memory // 8, 8 << 30), _ok)
@@ -160,7 +161,11 @@ class CudaExecutor:
         return None
 
     def _allocate(self, args: list[ArgSpec]):
-        """(arg, pointer, bytes, digest of an input as uploaded) per buffer, each followed by a poisoned tail."""
+        """(arg, pointer, bytes, digest of an input as uploaded) per buffer, each followed by a poisoned tail.
+
+        Every copy and memset goes on the executor's stream: it does not synchronise with the legacy default
+        stream, so set-up work issued there could still be running when the kernel starts (a race that
+        corrupted inputs and outputs now and then)."""
         buffers = []
         for arg in args:
             if arg.kind != "buffer":
@@ -173,13 +178,14 @@ class CudaExecutor:
                 digest = self.resident.fill(ptr, arg.input_file, nbytes)
             elif arg.initial is not None:
                 host = np.full(arg.shape, arg.initial, dtype=arg.dtype)
-                _ok(cu.cuMemcpyHtoD(ptr, host.ctypes.data, nbytes), f"upload {arg.name}")
+                _ok(cu.cuMemcpyHtoDAsync(ptr, host.ctypes.data, nbytes, self.stream), f"upload {arg.name}")
                 digest = self.kernels.digest(ptr, nbytes)
             if digest is not None:
-                _ok(cu.cuMemsetD8(_offset(ptr, nbytes), POISON_BYTE, TAIL_BYTES), "poison tail")
+                _ok(cu.cuMemsetD8Async(_offset(ptr, nbytes), POISON_BYTE, TAIL_BYTES, self.stream), "poison tail")
             else:
-                _ok(cu.cuMemsetD8(ptr, POISON_BYTE, nbytes + TAIL_BYTES), f"poison {arg.name}")
+                _ok(cu.cuMemsetD8Async(ptr, POISON_BYTE, nbytes + TAIL_BYTES, self.stream), f"poison {arg.name}")
             buffers[-1] = (arg, ptr, nbytes, digest if arg.role == "in" else None)
+        _ok(cu.cuStreamSynchronize(self.stream), "buffer set-up")
         return buffers
 
     def _launch(self, function, request: CaseRequest, params: int) -> None:

@@ -4,7 +4,8 @@ A case's input files are the same for every candidate evaluated with one seed, s
 once and then copied device-to-device into every case buffer that reads it (hundreds of MB per sgemm
 evaluation no longer cross PCIe twice). Each kept copy carries its digest; before a copy is reused its
 digest is checked again, so a stray write from an earlier kernel that hit a kept copy costs a re-upload,
-never a wrong input. Least recently used copies go first once the byte budget is reached.
+never a wrong input. Least recently used copies go first once the byte budget is reached. All copies go on
+the executor's stream (the one its kernels and digests run on), so they are ordered before them.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class ResidentInputs:
             return self.kernels.digest(dst, nbytes)
         self.kept.move_to_end(key)
         if nbytes:
-            self._ok(cu.cuMemcpyDtoD(dst, kept.ptr, nbytes), "copy input")
+            self._ok(cu.cuMemcpyDtoDAsync(dst, kept.ptr, nbytes, self.kernels.stream), "copy input")
         return kept.digest
 
     def _keep(self, key: tuple, path: str, nbytes: int) -> _Kept:
@@ -70,7 +71,8 @@ class ResidentInputs:
         if host.nbytes != nbytes:
             raise ValueError(f"input file {path} holds {host.nbytes} bytes, the buffer {nbytes}")
         if nbytes:
-            self._ok(cu.cuMemcpyHtoD(dst, host.ctypes.data, nbytes), "upload input")
+            self._ok(cu.cuMemcpyHtoDAsync(dst, host.ctypes.data, nbytes, self.kernels.stream), "upload input")
+            self._ok(cu.cuStreamSynchronize(self.kernels.stream), "upload input")  # before `host` goes
 
     def _drop(self, key: tuple) -> None:
         kept = self.kept.pop(key)
