@@ -126,9 +126,6 @@ def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool =
 
     allowed = {tuple(sorted(c.items())) for c in only} if only is not None else None
 
-    def shared_bytes(p) -> int:
-        return int(evaluate(tun.launch.shared_mem, {k: p[k] for k in tun.params}))
-
     def restriction(p) -> bool:  # our constraints, and the block size they imply
         config = {k: p[k] for k in tun.params}
         return (p["block_size_x"] == (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
@@ -147,13 +144,17 @@ def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool =
             "arguments": [a, b, c, np.int32(m), np.int32(n), np.int32(k)], "tune_params": params,
             "grid_div_x": ["BN"], "grid_div_y": ["BM"], "restrictions": restriction, "answer": answer,
             "atol": 2e-6 * k, "lang": "cupy", "compiler_options": ["-std=c++17"],  # as our engine compiles it
-            "smem_args": {"size": shared_bytes}}
+            "smem_args": {"size": lambda p: shared_bytes({k: p[k] for k in tun.params})}}
+
+
+def shared_bytes(config: dict[str, int]) -> int:
+    """Dynamic shared memory of the tunable sgemm at ``config``, from the task's launch expression."""
+    return int(evaluate(resolve_task("sgemm").spec.tunables.launch.shared_mem, config))
 
 
 def kt_can_launch(config: dict[str, int]) -> bool:
     """Kernel Tuner's cupy backend launches without raising the 48 KiB default limit of dynamic shared memory."""
-    tun = resolve_task("sgemm").spec.tunables
-    return int(evaluate(tun.launch.shared_mem, config)) <= 48 * 1024
+    return shared_bytes(config) <= 48 * 1024
 
 
 def kernel_tuner_sgemm(out: Path, shapes: list[dict[str, int]], deadline: float,
@@ -221,12 +222,9 @@ def main() -> int:
     parser.add_argument("--reps", type=int, help="timed launches per performance case while searching")
     parser.add_argument("--kt-start-by", type=float, default=420.0,
                         help="seconds after start after which no further Kernel Tuner shape is started")
-    parser.add_argument("--kt-from", type=Path, help="our tuner's sgemm summary (tuner_sgemm.json) from an earlier run: "
-                                                      "run only Kernel Tuner, on the configurations it evaluated")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    if args.kt_from:
-        return kernel_tuner_only(args.kt_from, args.out, time.monotonic() + args.kt_start_by)
+
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     extra: dict = {}
@@ -255,13 +253,6 @@ def main() -> int:
         report(task, summaries[task], extra)
     if args.kernel_tuner and gpu and "sgemm" in summaries:
         side_by_side(summaries["sgemm"], args.out, started + args.kt_start_by)
-    return 0
-
-
-def kernel_tuner_only(summary_file: Path, out: Path, deadline: float) -> int:
-    """Kernel Tuner's brute force over the configurations of an earlier run of ours, side by side per configuration."""
-    out.mkdir(parents=True, exist_ok=True)
-    side_by_side(json.loads(summary_file.read_text()), out, deadline)
     return 0
 
 

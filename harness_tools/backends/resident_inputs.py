@@ -78,7 +78,3 @@ class ResidentInputs:
         kept = self.kept.pop(key)
         self.bytes -= kept.nbytes
         cu.cuMemFree(kept.ptr)
-
-    def clear(self) -> None:
-        while self.kept:
-            self._drop(next(iter(self.kept)))

@@ -6,6 +6,8 @@ public issues, see the module's docstring); paths and addresses are changed, the
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness_tools.sanitizer_report import MAX_FINDINGS, TEXT_CHARS, parse_sanitizer_output
@@ -244,7 +246,7 @@ def test_unknown_tool_is_refused():
 
 
 # ---- real output of compute-sanitizer 2025.3.1 (CUDA 13) on the H200, captured by the gpu tests ----------
-H200 = __import__("pathlib").Path(__file__).parents[1] / "fixtures" / "sanitizer"
+H200 = Path(__file__).parents[1] / "fixtures" / "sanitizer"
 
 
 def test_h200_memcheck_out_of_bounds_read_with_line_and_launch_failure():
