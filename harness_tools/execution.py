@@ -67,6 +67,9 @@ class DeviceInfo(BaseModel):
     max_shared_per_block_optin: int | None = None
     driver_version: str | None = None
     bindings_version: str | None = None
+    timing_floor_ms: float | None = Field(
+        None, description="median event time of an empty kernel, timed exactly as candidates are: the launch and event "
+        "overhead inside every timing on this device (Nsight Compute's kernel duration excludes it)")
 
 
 class Access(BaseModel):

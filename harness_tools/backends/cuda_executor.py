@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import statistics
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +29,7 @@ from .resident_inputs import ResidentInputs
 
 # Errors after which the context is corrupt and the process must end (CUDA driver API docs).
 STICKY = {700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 721, 999}
+FLOOR_PLAN = TimingPlan(warmup=10, reps=100)
 
 
 class CudaFailure(Exception):
@@ -70,6 +73,12 @@ class CudaExecutor:
         self.modules: OrderedDict[str, tuple[object, object]] = OrderedDict()
         self.events: list[tuple[object, object]] = []
         self.dead = False
+        self.timing_floor_ms = self._timing_floor()
+
+    def _timing_floor(self) -> float:
+        """Median event time of an empty kernel timed exactly as a candidate is (a few milliseconds, once)."""
+        samples = measure(_EventTimer(self, self.kernels.launch_empty, FLOOR_PLAN.reps), FLOOR_PLAN)
+        return statistics.median(samples)
 
     def _attr(self, attribute) -> int:
         return int(_ok(cu.cuDeviceGetAttribute(attribute, self.device), "cuDeviceGetAttribute"))
@@ -85,6 +94,7 @@ class CudaExecutor:
             "memory_bytes": int(_ok(cu.cuDeviceTotalMem(self.device), "cuDeviceTotalMem")),
             "max_shared_per_block_optin": self.shared_optin,
             "driver_version": f"{driver // 1000}.{driver % 1000 // 10}", "bindings_version": bindings_version,
+            "timing_floor_ms": self.timing_floor_ms,
         }
 
     # ---- one case -------------------------------------------------------------------------------
@@ -113,7 +123,7 @@ class CudaExecutor:
             run.collect_ms = (time.perf_counter() - start) * 1e3
             if request.timing is not None:
                 start = time.perf_counter()
-                timer = _EventTimer(self, function, request, params)
+                timer = _EventTimer(self, lambda: self._launch(function, request, params), request.timing.reps)
                 run.timing = summarize(measure(timer, request.timing))
                 run.time_ms = (time.perf_counter() - start) * 1e3
             del holders
@@ -236,15 +246,12 @@ class CudaExecutor:
 class _EventTimer:
     """:class:`harness_tools.timing.DeviceTimer` over CUDA events on the executor's stream."""
 
-    def __init__(self, executor: CudaExecutor, function, request: CaseRequest, params: int):
-        self.ex, self.function, self.request, self.params = executor, function, request, params
-        self.pairs = executor.event_pairs(request.timing.reps if request.timing else TimingPlan().reps)
+    def __init__(self, executor: CudaExecutor, launch: Callable[[], None], reps: int):
+        self.ex, self.launch = executor, launch
+        self.pairs = executor.event_pairs(reps)
 
     def flush_l2(self) -> None:
         self.ex.kernels.evict_l2(self.ex.flush_buffer, self.ex.flush_bytes)
-
-    def launch(self) -> None:
-        self.ex._launch(self.function, self.request, self.params)
 
     def record(self, index: int, which: int) -> None:
         _ok(cu.cuEventRecord(self.pairs[index][which], self.ex.stream), "cuEventRecord")

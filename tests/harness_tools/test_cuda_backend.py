@@ -56,6 +56,9 @@ def test_every_bundled_baseline_is_correct_and_timed(cuda_backend, name):
     assert result.environment.device.arch.startswith("sm_")
     clocks = result.environment.clocks_before  # read through NVML
     assert clocks and clocks.sm_mhz > 0 and clocks.memory_mhz > 0 and clocks.power_w > 0
+    # an empty kernel timed like a candidate: microseconds, and below every real kernel's median
+    floor = result.environment.device.timing_floor_ms
+    assert floor and 0.0005 < floor < 0.05 and all(floor < c.median_ms for c in perf)
 
 
 def test_wrong_kernel_fails_with_the_first_mismatch(cuda_backend):
