@@ -83,8 +83,8 @@ def floor_row(backend) -> dict:
     """The empty kernel every worker times at start-up, under events and under ncu."""
     events = backend.device_info().timing_floor_ms
     with tempfile.TemporaryDirectory() as folder:
-        probe = [sys.executable, "-c", "from harness_tools.backends.cuda_executor import CudaExecutor; CudaExecutor(0)"]
-        durations = ncu_durations("timing_floor_probe", probe, Path(folder), skip=10)
+        probe = [sys.executable, "-c", "from harness_tools.backends.cuda_executor import CudaExecutor; CudaExecutor(0).info()"]
+        durations = ncu_durations("cudaopt_timing_floor_probe", probe, Path(folder), skip=10)
     ncu = statistics.median(durations) if durations else None
     return {"task": "empty kernel", "candidate": "probe", "case": "1 block", "events_median_ms": events, "ncu_ms": None,
             "ratio": None, "ncu_median_ms": ncu, "median_ratio": ncu / events if ncu and events else None,

@@ -91,7 +91,7 @@ def same_size_copy_gbps(nbytes: int, reps: int = 30) -> float:
 
     from harness_tools.backends.cuda_device_kernels import SOURCE
 
-    evict = cp.RawModule(code=SOURCE, options=("-std=c++17",)).get_function("evict_l2")
+    evict = cp.RawModule(code=SOURCE, options=("-std=c++17",)).get_function("cudaopt_evict_l2")
     flush = cp.zeros(256 << 20, dtype=cp.uint8)
     sink = cp.zeros(2, dtype=cp.uint32)
     src = cp.ones(max(nbytes // 8, 1), dtype=cp.float32)

@@ -25,7 +25,7 @@ def eval_table(result: EvaluationResult) -> str:
         lines.append("timings: CPU wall clock (cpu backend), not GPU time")
     elif dev.timing_floor_ms is not None:
         lines.append(f"timings: CUDA events, L2 evicted before each launch; an empty kernel measures "
-                     f"{dev.timing_floor_ms * 1e3:.1f} µs this way (launch overhead inside every median)")
+                     f"{dev.timing_floor_ms * 1e3:.1f} µs this way (the floor under every median)")
     if result.cases:
         lines.append("")
         lines.append(f"{'case':<28} {'role':<11} {'status':<10} {'max_abs_err':>11} {'cpu_ms' if cpu else 'median_ms':>10} "

@@ -140,6 +140,7 @@ def latest_feedback(state: ServerState, run_id: str) -> str:
     latest = S.latest_record(store.candidate_dir(run_id, cid))
     if latest:
         lines += [_case_line(case) for case in latest[1].get("cases", [])]
+        lines += _floor_line(latest[1])
     if brief.failure and brief.status != "correct":
         lines.append(f"Failure: {brief.failure}")
     if brief.score_ms is not None:
@@ -151,6 +152,16 @@ def latest_feedback(state: ServerState, run_id: str) -> str:
             line += f", {best.score_ms / brief.score_ms:.3g}x the best ({best.candidate_id}, {best.score_ms:.4g} ms)"
         lines.append(line)
     return "\n".join(lines)
+
+
+def _floor_line(record: dict) -> list[str]:
+    """The fixed event overhead, where it is at least 5 % of a performance median (short kernels)."""
+    floor = ((record.get("environment") or {}).get("device") or {}).get("timing_floor_ms")
+    medians = [(c.get("timing") or {}).get("median_ms") for c in record.get("cases", []) if c.get("role") == "performance"]
+    if not floor or not any(m and m < 20 * floor for m in medians):
+        return []
+    return [(f"Timing floor: an empty kernel measures {floor * 1e3:.1f} µs with the same events (launch overhead "
+             "inside every median); a median near it cannot shrink much further.")]
 
 
 def _case_line(case: dict) -> str:

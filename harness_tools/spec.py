@@ -141,6 +141,9 @@ class Metrics(Strict):
     bytes: Expr | None = None
 
 
+RESERVED_KERNEL_PREFIX = "cudaopt_"
+
+
 class TaskSpec(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     description: str
@@ -153,6 +156,14 @@ class TaskSpec(Strict):
     baseline: KernelSource
     tunables: Tunables | None = None
     metrics: Metrics | None = None
+
+    @field_validator("kernel_name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value.startswith(RESERVED_KERNEL_PREFIX):
+            raise ValueError(f"kernel names starting with {RESERVED_KERNEL_PREFIX!r} are the engine's own (its helper "
+                             "kernels run in the same process, and Nsight Compute selects kernels by name)")
+        return value
 
     @field_validator("tolerance")
     @classmethod

@@ -2,15 +2,15 @@
 
 Worker side only (imports the driver). Compiled once per worker with NVRTC (through the compile cache).
 
-- ``evict_l2`` reads a buffer several times the L2's size. A memset flush leaves the L2 full of dirty
+- ``cudaopt_evict_l2`` reads a buffer several times the L2's size. A memset flush leaves the L2 full of dirty
   lines, whose write-back then runs inside the timed kernel: about 10 µs per launch on an H200, 12 % of a
   70 µs memory-bound kernel, and what Nsight Compute's own cache flush does not charge. Reading leaves only
   clean lines behind, so each timed launch starts from a cold, clean L2.
-- ``digest`` hashes a buffer's bytes (an order-independent sum of mixed 16-byte words, so atomics may add
+- ``cudaopt_digest`` hashes a buffer's bytes (an order-independent sum of mixed 16-byte words, so atomics may add
   in any order and the result is still deterministic). Inputs stay on the device between cases
   (:mod:`.resident_inputs`); comparing digests tells whether a kernel changed its input, and whether a
   stray write hit a kept copy, without copying either back to the host.
-- ``timing_floor_probe`` does nothing: timed like a candidate, it measures the fixed part of every event
+- ``cudaopt_timing_floor_probe`` does nothing: timed like a candidate, it measures the fixed part of every event
   timing on this device (the launch and the two event writes, about 3 µs on an H200), which Nsight
   Compute's kernel duration does not include.
 """
@@ -38,7 +38,7 @@ __device__ __forceinline__ unsigned long long word_hash(unsigned long long lo, u
     return mix64(lo ^ mix64(hi ^ (index * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull)));
 }
 
-extern "C" __global__ void digest(const unsigned char* __restrict__ data, size_t nbytes, unsigned long long* out)
+extern "C" __global__ void cudaopt_digest(const unsigned char* __restrict__ data, size_t nbytes, unsigned long long* out)
 {
     const size_t words = nbytes / 16;
     const ulonglong2* w = reinterpret_cast<const ulonglong2*>(data);
@@ -59,7 +59,7 @@ extern "C" __global__ void digest(const unsigned char* __restrict__ data, size_t
     if ((threadIdx.x & 31) == 0) atomicAdd(out, sum);
 }
 
-extern "C" __global__ void evict_l2(const uint4* __restrict__ data, size_t words, unsigned int* sink)
+extern "C" __global__ void cudaopt_evict_l2(const uint4* __restrict__ data, size_t words, unsigned int* sink)
 {
     unsigned int x = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x) {
@@ -69,7 +69,7 @@ extern "C" __global__ void evict_l2(const uint4* __restrict__ data, size_t words
     if (x == 0x2545f491u) *sink = x;  // the loads must not be optimised away; the buffer holds zeros
 }
 
-extern "C" __global__ void timing_floor_probe() {}
+extern "C" __global__ void cudaopt_timing_floor_probe() {}
 """
 
 THREADS = 256
@@ -79,15 +79,15 @@ class DeviceKernels:
     """The helper kernels of one CUDA context, with the small device scratch they need."""
 
     def __init__(self, arch: str, sm_count: int, stream, ok):
-        compiled = compile_candidate(Candidate(source=SOURCE, kernel_name="digest",
+        compiled = compile_candidate(Candidate(source=SOURCE, kernel_name="cudaopt_digest",
                                                launch={"grid": ["1"], "block": ["1"]}), arch)
         if not compiled.ok or compiled.cubin is None:
             raise BackendError(f"the executor's helper kernels did not compile:\n{compiled.log}")
         self._ok, self.stream, self.blocks = ok, stream, sm_count * 8
         self.module = ok(cu.cuModuleLoadData(compiled.cubin), "cuModuleLoadData(helpers)")
-        self.digest_fn = ok(cu.cuModuleGetFunction(self.module, b"digest"), "cuModuleGetFunction(digest)")
-        self.evict_fn = ok(cu.cuModuleGetFunction(self.module, b"evict_l2"), "cuModuleGetFunction(evict_l2)")
-        self.empty_fn = ok(cu.cuModuleGetFunction(self.module, b"timing_floor_probe"), "cuModuleGetFunction(probe)")
+        self.digest_fn = ok(cu.cuModuleGetFunction(self.module, b"cudaopt_digest"), "cuModuleGetFunction(digest)")
+        self.evict_fn = ok(cu.cuModuleGetFunction(self.module, b"cudaopt_evict_l2"), "cuModuleGetFunction(evict_l2)")
+        self.empty_fn = ok(cu.cuModuleGetFunction(self.module, b"cudaopt_timing_floor_probe"), "cuModuleGetFunction(probe)")
         self.scratch = ok(cu.cuMemAlloc(8), "cuMemAlloc(helper scratch)")
 
     def digest(self, ptr, nbytes: int) -> int:

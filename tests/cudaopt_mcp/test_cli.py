@@ -77,6 +77,8 @@ def test_eval_json_on_the_gpu(tmp_path):
         if case["role"] == "performance":
             assert len(case["timing"]["samples_ms"]) == 5
     assert (tmp_path / "keep" / "compile.log").is_file() and (tmp_path / "keep" / "result.json").is_file()
+    assert 0 < data["environment"]["device"]["timing_floor_ms"] < min(c["median_ms"] for c in data["cases"]
+                                                                      if c["role"] == "performance")
 
 
 @pytest.mark.gpu
@@ -88,6 +90,7 @@ def test_eval_of_a_wrong_kernel_exits_1(tmp_path):
     out = cudaopt("eval", "transpose", "--kernel", str(kernel), "--only", "validation")
     assert out.returncode == 1
     assert "NOT CORRECT" in out.stdout and "mismatch" in out.stdout
+    assert "an empty kernel measures" in out.stdout  # the timing floor, on a GPU
 
 
 @pytest.mark.skipif(gpu_present(), reason="checks the fallback on machines without a GPU")

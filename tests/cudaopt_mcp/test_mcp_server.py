@@ -17,8 +17,8 @@ EXPECTED_TOOLS = {"list_tasks", "create_run", "list_runs", "get_run", "compile",
                   "profile", "sanitize", "history", "best", "start_evaluation", "job"}
 
 
-def client(results: Path, transport: str = "inprocess", **config) -> Client:
-    return Client(build_server(ServerConfig(results_dir=results, backend="cpu", transport=transport, **config)))
+def client(results: Path, transport: str = "inprocess", backend: str = "cpu", **config) -> Client:
+    return Client(build_server(ServerConfig(results_dir=results, backend=backend, transport=transport, **config)))
 
 
 async def call(c: Client, tool: str, **args):
@@ -251,6 +251,19 @@ def test_resources_and_prompt(tmp_path, kernels):
             assert "Candidate c0001: incorrect" in body and "first at" in body and "$" not in body
             with pytest.raises(MCPError):
                 await c.get_prompt("optimize", {"run_id": "run-404"})
+    anyio.run(main)
+
+
+@pytest.mark.gpu
+def test_feedback_on_a_short_kernel_names_the_timing_floor(tmp_path):
+    async def main():
+        async with client(tmp_path / "results", backend="cuda") as c:
+            await call(c, "create_run", task="reduce_sum")
+            done = await call(c, "evaluate", run_id="run-001",
+                              tunables={"BLOCK": 256, "ITEMS": 4, "GRID_THREADS": 262144, "CS": 1})
+            assert not done.is_error, text(done)
+            body = (await c.get_prompt("optimize", {"run_id": "run-001"})).messages[0].content.text
+            assert "Timing floor: an empty kernel measures" in body  # the n=10,000,019 case takes ~14 µs
     anyio.run(main)
 
 

@@ -135,6 +135,11 @@ def test_bad_role(tmp_path):
     assert "'out'" in err.problem
 
 
+def test_kernel_names_of_the_engine_are_reserved(tmp_path):
+    err = spec_error(tmp_path, lambda s: s.update(kernel_name="cudaopt_evict_l2"))
+    assert err.field == "kernel_name" and "'cudaopt_'" in err.problem and "Nsight Compute" in err.problem
+
+
 def test_tolerance_for_an_unknown_dtype(tmp_path):
     err = spec_error(tmp_path, lambda s: s["tolerance"].update(float8={"atol": 1}))
     assert err.field == "tolerance"
