@@ -27,9 +27,9 @@ from harness_tools.evaluate import EvaluationConfig, evaluate  # noqa: E402
 from harness_tools.spec import resolve_task  # noqa: E402
 from harness_tools.timing import geomean  # noqa: E402
 
-DEFAULT = ["BM=128,BN=128,BK=16,TM=8,TN=8,MINB=1", "BM=128,BN=128,BK=32,TM=8,TN=8,MINB=1",
-           "BM=128,BN=256,BK=8,TM=8,TN=16,MINB=1", "BM=128,BN=256,BK=16,TM=8,TN=16,MINB=1",
-           "BM=256,BN=128,BK=16,TM=16,TN=8,MINB=1"]
+DEFAULT = ["BM=128,BN=128,BK=16,TM=8,TN=8,MINB=1,WIDE_MIN=-1", "BM=128,BN=128,BK=8,TM=8,TN=8,MINB=1,WIDE_MIN=0",
+           "BM=128,BN=128,BK=8,TM=8,TN=8,MINB=1,WIDE_MIN=128", "BM=128,BN=128,BK=16,TM=8,TN=8,MINB=1,WIDE_MIN=128",
+           "BM=256,BN=128,BK=16,TM=16,TN=8,MINB=1,WIDE_MIN=-1"]  # the last one is outside the space (TM=16)
 
 
 def parse_config(text: str) -> dict[str, int]:

@@ -130,8 +130,12 @@ def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool =
         config = {k: p[k] for k in tun.params}
         return (p["block_size_x"] == (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
                 and all(evaluate(c, config) for c in tun.constraints)
-                and kt_can_launch(config)
+                and kt_can_launch(config, [shape])
                 and (allowed is None or tuple(sorted(config.items())) in allowed))
+
+    def grid(p) -> tuple[int, int]:  # the task's launch expressions (the grid depends on the shape and WIDE_MIN)
+        names = {**shape, **{k: p[k] for k in tun.params}}
+        return int(evaluate(tun.launch.grid[0], names)), int(evaluate(tun.launch.grid[1], names))
 
     m, n, k = shape["M"], shape["N"], shape["K"]
     rng = np.random.default_rng(seed)
@@ -140,21 +144,22 @@ def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool =
     c = np.zeros((m, n), dtype=np.float32)
     answer = ([None, None, (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32), None, None, None]
               if verify else None)
-    return {"kernel_name": "sgemm", "kernel_source": task.read(tun.source), "problem_size": (n, m),
+    # problem_size is the grid itself (divisors of 1): Kernel Tuner launches exactly our grid
+    return {"kernel_name": "sgemm", "kernel_source": task.read(tun.source), "problem_size": grid,
             "arguments": [a, b, c, np.int32(m), np.int32(n), np.int32(k)], "tune_params": params,
-            "grid_div_x": ["BN"], "grid_div_y": ["BM"], "restrictions": restriction, "answer": answer,
+            "grid_div_x": [], "grid_div_y": [], "restrictions": restriction, "answer": answer,
             "atol": 2e-6 * k, "lang": "cupy", "compiler_options": ["-std=c++17"],  # as our engine compiles it
-            "smem_args": {"size": lambda p: shared_bytes({k: p[k] for k in tun.params})}}
+            "smem_args": {"size": lambda p: shared_bytes({k: p[k] for k in tun.params}, shape)}}
 
 
-def shared_bytes(config: dict[str, int]) -> int:
-    """Dynamic shared memory of the tunable sgemm at ``config``, from the task's launch expression."""
-    return int(evaluate(resolve_task("sgemm").spec.tunables.launch.shared_mem, config))
+def shared_bytes(config: dict[str, int], shape: dict[str, int]) -> int:
+    """Dynamic shared memory of the tunable sgemm at ``config`` on ``shape``, from the task's launch expression."""
+    return int(evaluate(resolve_task("sgemm").spec.tunables.launch.shared_mem, {**shape, **config}))
 
 
-def kt_can_launch(config: dict[str, int]) -> bool:
+def kt_can_launch(config: dict[str, int], shapes: list[dict[str, int]]) -> bool:
     """Kernel Tuner's cupy backend launches without raising the 48 KiB default limit of dynamic shared memory."""
-    return shared_bytes(config) <= 48 * 1024
+    return all(shared_bytes(config, s) <= 48 * 1024 for s in shapes)
 
 
 def kernel_tuner_sgemm(out: Path, shapes: list[dict[str, int]], deadline: float,
@@ -258,14 +263,16 @@ def main() -> int:
 
 def side_by_side(summary: dict, out: Path, deadline: float) -> None:
     """Kernel Tuner on the configurations our run evaluated (those its cupy backend can launch); time per configuration."""
-    attempts = [a for a in summary["attempts"]
-                if a.get("proposal") and a["proposal"].get("tunables") and kt_can_launch(a["proposal"]["tunables"])]
+    spec = resolve_task("sgemm").spec
+    shapes, validation = [c.sizes for c in spec.cases_for(["performance"], "cuda")], len(spec.cases_for(["validation"], "cuda"))
+    attempts = [a for a in summary["attempts"] if a.get("proposal") and a["proposal"].get("tunables")
+                and kt_can_launch(a["proposal"]["tunables"], shapes)]
     ours = sum(a["elapsed_s"] for a in attempts) / max(len(attempts), 1)
-    shapes = [c.sizes for c in resolve_task("sgemm").spec.cases_for(["performance"], "cuda")]
     rows = kernel_tuner_sgemm(out, shapes, deadline, [a["proposal"]["tunables"] for a in attempts])
     theirs = sum(r["per_config_s"] for r in rows.values())
     print(f"\nsame {len(attempts)} configurations (those Kernel Tuner's cupy backend can launch): ours {ours:.2f} s per "
-          f"configuration (client side: compile, 8 validation + 3 performance cases, MCP), Kernel Tuner {theirs:.2f} s "
+          f"configuration (client side: compile, {validation} validation + {len(shapes)} performance cases, MCP), "
+          f"Kernel Tuner {theirs:.2f} s "
           f"(brute force, cupy, verification on) over {len(rows)} shapes: ratio {ours / theirs:.2f}"
           if theirs else "Kernel Tuner measured nothing")
 

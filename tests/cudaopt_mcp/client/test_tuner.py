@@ -19,8 +19,9 @@ from harness_tools.errors import ExpressionError
 from harness_tools.expressions import evaluate
 from harness_tools.spec import resolve_task
 
-NARROW = {"BM": [64, 256], "BN": [64, 128], "BK": [8, 32], "TM": [4, 8], "TN": [4, 8], "MINB": [1, 3]}  # 35 of 64 valid
-OPTIMUM = {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1}  # a valid sgemm configuration
+NARROW = {"BM": [64, 256], "BN": [64, 128], "BK": [8, 32], "TM": [4, 8], "TN": [4, 8], "MINB": [1, 3],
+          "WIDE_MIN": [-1]}  # 35 of 64 valid
+OPTIMUM = {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1, "WIDE_MIN": 128}  # a valid sgemm configuration
 
 
 def sgemm() -> TaskSummary:
@@ -28,8 +29,9 @@ def sgemm() -> TaskSummary:
 
 
 def bowl(tunables: dict[str, int]) -> float:
-    """Milliseconds, lowest at OPTIMUM (1.0), growing with the log2 distance from it."""
-    return 1.0 + sum(math.log2(tunables[k] / OPTIMUM[k]) ** 2 for k in OPTIMUM)
+    """Milliseconds, lowest at OPTIMUM (1.0), growing with the log2 distance from it (and 1 for another WIDE_MIN)."""
+    return (1.0 + sum(math.log2(tunables[k] / OPTIMUM[k]) ** 2 for k in OPTIMUM if k != "WIDE_MIN")
+            + (tunables["WIDE_MIN"] != OPTIMUM["WIDE_MIN"]))
 
 
 def satisfies(tunables: dict[str, int], task: TaskSummary) -> bool:
@@ -111,23 +113,23 @@ def test_sixty_tpe_iterations_are_valid_and_never_repeat():
     assert len(loop.proposals) == 60
     assert all(satisfies(p.tunables, task) for p in loop.proposals)
     assert len({key(p.tunables) for p in loop.proposals}) == 60
-    # 155 valid configurations do not fit in 60 iterations, so this is the model-based search.
+    # 203 valid configurations do not fit in 60 iterations, so this is the model-based search.
     assert all(p.note.startswith("tuner: BM=") for p in loop.proposals)
-    assert "of 155 valid configurations" in loop.proposals[-1].note
+    assert "of 203 valid configurations" in loop.proposals[-1].note
     assert "exhaustive" not in " ".join(p.note for p in loop.proposals)
-    assert "155 valid of 432 configurations" in proposer.describe()
+    assert "203 valid of 1296 configurations" in proposer.describe()
 
 
 def test_the_whole_sgemm_space_is_covered_exhaustively_when_it_fits_the_budget():
     task, proposer = sgemm(), tuner()
-    loop = Loop(task, max_iterations=200, score=bowl)
-    stop = loop.run(proposer, 200)
-    assert isinstance(stop, NoProposal) and stop.kind == "exhausted" and "155" in stop.reason
+    loop = Loop(task, max_iterations=250, score=bowl)
+    stop = loop.run(proposer, 250)
+    assert isinstance(stop, NoProposal) and stop.kind == "exhausted" and "203" in stop.reason
     names = list(task.tunables)
-    assert len(loop.proposals) == 155
+    assert len(loop.proposals) == 203
     assert {tuple(p.tunables[n] for n in names) for p in loop.proposals} == all_valid(task)
     assert all("exhaustive" in p.note for p in loop.proposals)
-    assert loop.proposals[-1].note.endswith("(exhaustive, 155 of 155 valid configurations)")
+    assert loop.proposals[-1].note.endswith("(exhaustive, 203 of 203 valid configurations)")
 
 
 def test_a_narrowed_space_is_exhaustive_then_exhausted():
@@ -165,7 +167,7 @@ def test_warm_start_never_reproposes_earlier_attempts():
     proposed = [key(p.tunables) for p in loop.proposals]
     assert len(proposed) == 60 == len(set(proposed))
     assert not tried_before & set(proposed)
-    assert "26 of 155 valid configurations" in loop.proposals[0].note  # the 25 earlier ones count as tried
+    assert "26 of 203 valid configurations" in loop.proposals[0].note  # the 25 earlier ones count as tried
 
 
 def test_failed_configurations_are_recorded_and_not_retried():
@@ -207,7 +209,7 @@ def test_unsatisfiable_constraints_are_exhausted_with_the_reason():
     task = sgemm().model_copy(update={"tunable_constraints": ["BM <= WARP"]})
     answer = tuner().propose(Loop(task, max_iterations=10, score=bowl).context())
     assert isinstance(answer, NoProposal) and answer.kind == "exhausted"
-    assert "none of the 432 configurations" in answer.reason and "WARP" in answer.reason
+    assert "none of the 1296 configurations" in answer.reason and "WARP" in answer.reason
 
 
 def test_a_space_too_large_to_list_is_sampled_within_the_constraints():
@@ -229,8 +231,8 @@ def test_an_unsatisfiable_space_too_large_to_list_is_exhausted():
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
 def test_seeded_tpe_finds_the_synthetic_optimum_well_before_random_search_would(seed):
-    # Random search finds one configuration of 155 within 40 draws with probability 40/155 (22%); seeded TPE
-    # found it within 7-27 iterations for each of seeds 0-29 when this test was written.
+    # Random search finds one configuration of 203 within 40 draws with probability 40/203 (20%); seeded TPE
+    # found it within 12-34 iterations for each of seeds 0-29 when this test was written.
     loop = Loop(sgemm(), max_iterations=40, score=bowl)
     proposer = tuner(seed)
     for _ in range(40):
@@ -250,16 +252,16 @@ def test_the_same_seed_proposes_the_same_sequence():
 
 def test_observations_before_the_first_proposal_are_kept():
     task = sgemm()
-    first = {"BM": 64, "BN": 64, "BK": 8, "TM": 4, "TN": 4, "MINB": 1}
+    first = {"BM": 64, "BN": 64, "BK": 8, "TM": 4, "TN": 4, "MINB": 1, "WIDE_MIN": -1}
     proposer = tuner()
     proposer.observe(baseline())
     early = Attempt(iteration=1, candidate_id="c0001", proposal=Proposal(tunables=first), status="correct",
                     correct=True, score_ms=bowl(first))
     proposer.observe(early)
-    loop = Loop(task, max_iterations=200, score=bowl, prior=[early])  # the context lists it as well: taken once
-    stop = loop.run(proposer, 200)
+    loop = Loop(task, max_iterations=250, score=bowl, prior=[early])  # the context lists it as well: taken once
+    stop = loop.run(proposer, 250)
     assert first not in [p.tunables for p in loop.proposals]
-    assert len(loop.proposals) == 154 and isinstance(stop, NoProposal)
+    assert len(loop.proposals) == 202 and isinstance(stop, NoProposal)
 
 
 def test_optuna_prints_nothing_and_describe_is_one_line(capfd):
