@@ -43,7 +43,7 @@ def main() -> int:
     print(f"{'kernel':<34}{'nvrtc':>8}{'g++':>9}{'cached load':>13}")
     kernels = [(name, "baseline", candidates.baseline(resolve_task(name))) for name in bundled_task_names()]
     sgemm, reduce = resolve_task("sgemm"), resolve_task("reduce_sum")
-    tiled = candidates.tuned(sgemm, {"BM": 64, "BN": 64, "BK": 8, "TM": 4, "TN": 4})
+    tiled = candidates.tuned(sgemm, {"BM": 64, "BN": 64, "BK": 8, "TM": 4, "TN": 4, "MINB": 2, "WIDE_MIN": -1})
     shuffle = candidates.tuned(reduce, {"BLOCK": 256, "ITEMS": 2, "GRID_THREADS": 65536, "CS": 0})
     kernels += [("sgemm", "tiled BM=BN=64,BK=8,TM=TN=4", tiled), ("reduce_sum", "shuffle BLOCK=256,ITEMS=2", shuffle)]
     quick = EvaluationConfig(roles=["validation"])
@@ -57,7 +57,7 @@ def main() -> int:
               f"{load:>13.2f}{ok}")
 
     print(f"\n## Run time of one launch (CPU wall clock, median of {args.reps})")
-    big_tiles = candidates.tuned(sgemm, {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1})
+    big_tiles = candidates.tuned(sgemm, {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1, "WIDE_MIN": -1})
     runs = [
         (sgemm, tiled, "tiled 64x64, BK=8, TM=TN=4", Case(name="sgemm_512", role="performance",
                                                           sizes={"M": 512, "N": 512, "K": 512}), 2.0),

@@ -35,7 +35,7 @@ from harness_tools.inputs import draw_inputs, scalar_arguments  # noqa: E402
 from harness_tools.spec import ScalarParam, bundled_task_names, resolve_task  # noqa: E402
 
 # A known-good configuration per task for the "tuned" rows (else: the first valid one).
-PRESETS = {"sgemm": {"BM": 128, "BN": 64, "BK": 8, "TM": 8, "TN": 8}}
+PRESETS = {"sgemm": {"BM": 128, "BN": 64, "BK": 8, "TM": 8, "TN": 8, "MINB": 2, "WIDE_MIN": -1}}
 
 
 def valid_configs(task) -> list[dict[str, int]]:

@@ -23,9 +23,9 @@ from harness_tools.evaluate import EvaluationConfig, evaluate  # noqa: E402
 from harness_tools.spec import resolve_task  # noqa: E402
 from harness_tools.timing import TimingPlan  # noqa: E402
 
-SGEMM = [{"BM": 64, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 2},
-         {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1},
-         {"BM": 64, "BN": 64, "BK": 8, "TM": 4, "TN": 4, "MINB": 1}]
+SGEMM = [{"BM": 64, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 2, "WIDE_MIN": -1},
+         {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1, "WIDE_MIN": 128},
+         {"BM": 64, "BN": 64, "BK": 8, "TM": 4, "TN": 4, "MINB": 1, "WIDE_MIN": -1}]
 STAGES = ("compile", "inputs", "reference", "load", "transfer", "validate", "time", "compare")
 
 

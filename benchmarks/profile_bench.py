@@ -36,7 +36,7 @@ from harness_tools.wrapped_launch import find_tool, launcher_command, prepare_re
 
 DURATION_LAUNCHES = 20
 
-TUNED = {"sgemm": {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1},
+TUNED = {"sgemm": {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1, "WIDE_MIN": 128},
          "reduce_sum": {"BLOCK": 256, "ITEMS": 4, "GRID_THREADS": 262144, "CS": 1},
          "softmax_rows": {"WARPS": 8, "ITEMS": 4, "CS": 0},
          "transpose": {"TR": 128, "TC": 64, "THREADS": 512, "VEC": 4, "CS": 0}}  # the tuner's bests on the H200

@@ -302,11 +302,11 @@ def _update_scores(state: ServerState, run_id: str, candidate_id: str, result: E
 
 
 def _validated(task: Task, folder: Path) -> bool:
-    """Whether a stored evaluate/run record of this candidate passed every validation case."""
-    names = {c.name for c in task.spec.cases if c.role == "validation"}
+    """Whether a stored evaluate/run record of this candidate passed every validation case of its backend."""
     for name in ("evaluation.json", "execution.json"):
         record = S.read_json_file(folder / name)
         if record:
+            names = {c.name for c in task.spec.cases_for(["validation"], record.get("backend") or "cuda")}
             passed = {c["name"] for c in record.get("cases", []) if c.get("role") == "validation" and c.get("passed")}
             if names and names <= passed:
                 return True

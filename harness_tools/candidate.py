@@ -114,6 +114,10 @@ def tuned(task: Task, config: dict[str, int]) -> Candidate:
     unknown = set(config) - set(tun.params)
     if unknown:
         raise CandidateError(f"unknown tunables {sorted(unknown)}; known: {sorted(tun.params)}")
+    missing = set(tun.params) - set(config)
+    if missing:  # launch expressions and constraints may use any of them: a partial point is not a point of the space
+        raise CandidateError(f"missing tunables {sorted(missing)}: give every one of {sorted(tun.params)} "
+                             f"(values: {', '.join(f'{k} {v}' for k, v in tun.params.items())})")
     return Candidate(
         source=task.read(tun.source), kernel_name=task.spec.kernel_name, launch=tun.launch, defines=dict(config)
     )

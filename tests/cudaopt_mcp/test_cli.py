@@ -35,6 +35,7 @@ def test_tasks_lists_the_bundled_tasks():
         (["eval", "sgemm", "--launch", '{"grid": [1]}'], "block"),
         (["eval", "sgemm", "--tuned", "BM=abc"], "invalid literal"),
         (["eval", "sgemm", "--tuned", "XX=1"], "unknown tunables"),
+        (["eval", "sgemm", "--tuned", "BM=64"], "missing tunables ['BK', 'BN', 'MINB', 'TM', 'TN', 'WIDE_MIN']"),
         (["eval", "sgemm", "-D", "novalue"], "NAME=VALUE"),
         (["eval", "sgemm", "-D", 'X="/etc/passwd"'], "simple expressions"),
         (["eval", "sgemm", "--tuned", "BM=64", "--kernel", "k.cu"], "exclude each other"),

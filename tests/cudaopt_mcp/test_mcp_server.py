@@ -148,6 +148,23 @@ def test_run_compare_time_best_and_speedups(tmp_path, small_task, kernels):
     anyio.run(main)
 
 
+def test_a_validation_case_for_another_backend_does_not_block_the_best(tmp_path, small_task):
+    # sgemm has GPU-only validation cases; on the cpu backend a candidate validated on every cpu case counts
+    spec = json.loads((small_task / "task.json").read_text())
+    spec["cases"].insert(0, {"name": "val_gpu_only_4097x3", "role": "validation", "sizes": {"rows": 4097, "cols": 3},
+                             "backends": ["cuda"]})
+    (small_task / "task.json").write_text(json.dumps(spec))
+
+    async def main():
+        async with client(tmp_path / "results") as c:
+            run_id = (await call(c, "create_run", task=str(small_task))).structured_content["run_id"]
+            checked = (await call(c, "evaluate", run_id=run_id, roles=["validation"])).structured_content
+            assert checked["correct"] and "val_gpu_only_4097x3" not in {case["name"] for case in checked["cases"]}
+            timed = (await call(c, "time", run_id=run_id, candidate_id=checked["candidate_id"], reps=3, warmup=0))
+            assert timed.structured_content["score_ms"] > 0 and timed.structured_content["new_best"], timed.structured_content
+    anyio.run(main)
+
+
 @pytest.mark.parametrize("bad", ["../run-001", "run-001/../run-001", "/etc/passwd", "run-1", "run-001\x00", ""])
 def test_unknown_and_traversal_run_ids_are_refused(tmp_path, bad):
     async def main():

@@ -32,7 +32,7 @@ def test_transpose_is_memory_bound_and_tiled_sgemm_compute_bound(cuda_backend, t
     transpose = resolve_task("transpose")
     t = profile_candidate(transpose, candidates.baseline(transpose), _arch(cuda_backend), tmp_path / "t")
     sgemm = resolve_task("sgemm")
-    tuned = candidates.tuned(sgemm, {"BM": 128, "BN": 64, "BK": 8, "TM": 8, "TN": 8})
+    tuned = candidates.tuned(sgemm, {"BM": 128, "BN": 64, "BK": 8, "TM": 8, "TN": 8, "MINB": 2, "WIDE_MIN": -1})
     g = profile_candidate(sgemm, tuned, _arch(cuda_backend), tmp_path / "g")
     assert t.summary.bound == "memory", t.summary.text()
     assert g.summary.bound == "compute", g.summary.text()
