@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cudaopt_mcp.client.proposers.tuner_space import TunableSpace  # noqa: E402
+from harness_tools import candidate as candidates  # noqa: E402
 from harness_tools.expressions import evaluate  # noqa: E402
 from harness_tools.spec import resolve_task  # noqa: E402
 
@@ -133,9 +134,8 @@ def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool =
                 and kt_can_launch(config, [shape])
                 and (allowed is None or tuple(sorted(config.items())) in allowed))
 
-    def grid(p) -> tuple[int, int]:  # the task's launch expressions (the grid depends on the shape and WIDE_MIN)
-        names = {**shape, **{k: p[k] for k in tun.params}}
-        return int(evaluate(tun.launch.grid[0], names)), int(evaluate(tun.launch.grid[1], names))
+    def grid(p) -> tuple[int, int]:  # the engine's grid (it depends on the shape and WIDE_MIN)
+        return launch({k: p[k] for k in tun.params}, shape)[0][:2]
 
     m, n, k = shape["M"], shape["N"], shape["K"]
     rng = np.random.default_rng(seed)
@@ -149,17 +149,17 @@ def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool =
             "arguments": [a, b, c, np.int32(m), np.int32(n), np.int32(k)], "tune_params": params,
             "grid_div_x": [], "grid_div_y": [], "restrictions": restriction, "answer": answer,
             "atol": 2e-6 * k, "lang": "cupy", "compiler_options": ["-std=c++17"],  # as our engine compiles it
-            "smem_args": {"size": lambda p: shared_bytes({k: p[k] for k in tun.params}, shape)}}
+            "smem_args": {"size": lambda p: launch({k: p[k] for k in tun.params}, shape)[2]}}
 
 
-def shared_bytes(config: dict[str, int], shape: dict[str, int]) -> int:
-    """Dynamic shared memory of the tunable sgemm at ``config`` on ``shape``, from the task's launch expression."""
-    return int(evaluate(resolve_task("sgemm").spec.tunables.launch.shared_mem, {**shape, **config}))
+def launch(config: dict[str, int], shape: dict[str, int]) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(grid, block, dynamic shared bytes) of the tunable sgemm at ``config`` on ``shape``, as the engine launches it."""
+    return candidates.tuned(resolve_task("sgemm"), config).launch_dims(shape)
 
 
 def kt_can_launch(config: dict[str, int], shapes: list[dict[str, int]]) -> bool:
     """Kernel Tuner's cupy backend launches without raising the 48 KiB default limit of dynamic shared memory."""
-    return all(shared_bytes(config, s) <= 48 * 1024 for s in shapes)
+    return all(launch(config, s)[2] <= 48 * 1024 for s in shapes)
 
 
 def kernel_tuner_sgemm(out: Path, shapes: list[dict[str, int]], deadline: float,
