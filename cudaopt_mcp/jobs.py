@@ -46,7 +46,8 @@ from .tools import (
 )
 
 JOB_ID = re.compile(r"^job-\d{4,9}$")
-LongTimeout = Annotated[float, Field(gt=0, le=3600, description="seconds per case before the kernel is declared hung")]
+LongTimeout = Annotated[float, Field(gt=0, le=3600, description="seconds for the whole job: the compile and every case "
+                                                               "(evaluate), or the tool (profile, sanitize)")]
 
 
 class JobOutput(BaseModel):

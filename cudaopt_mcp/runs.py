@@ -32,9 +32,21 @@ from pydantic import BaseModel, Field
 from harness_tools.errors import HarnessError
 from harness_tools.spec import Task, load_task
 
-RUN_ID = re.compile(r"^run-\d{3,9}$")
-CANDIDATE_ID = re.compile(r"^c\d{4,9}$")
-ARTIFACT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+class _Name:
+    """A whole-string, ASCII-only pattern (``re.match`` with ``$`` would accept a trailing newline, and
+    ``\\d`` non-ASCII digits); ``match`` keeps the call sites' spelling."""
+
+    def __init__(self, pattern: str):
+        self.pattern = re.compile(pattern, re.ASCII)
+
+    def match(self, text: str) -> re.Match | None:
+        return self.pattern.fullmatch(text) if isinstance(text, str) else None
+
+
+RUN_ID = _Name(r"run-[0-9]{3,9}")
+CANDIDATE_ID = _Name(r"c[0-9]{4,9}")
+ARTIFACT = _Name(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
 class RunError(HarnessError):
@@ -80,7 +92,17 @@ class RunStore:
             run_id = f"run-{number:03d}"
             folder = self.root / run_id
             (folder / "candidates").mkdir(parents=True)
-            shutil.copytree(task.folder, folder / "task", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            # links are copied as links, never followed, and the copy is checked like any task folder: a link
+            # swapped in after the task was loaded cannot pull a file from elsewhere into the run
+            try:
+                shutil.copytree(task.folder, folder / "task", symlinks=True,
+                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                load_task(folder / "task")
+            except (OSError, shutil.Error, HarnessError) as exc:
+                shutil.rmtree(folder, ignore_errors=True)
+                if isinstance(exc, HarnessError):
+                    raise
+                raise RunError(f"cannot copy the task folder {task.folder} into the run: {str(exc)[:300]}") from None
             record = RunRecord(run_id=run_id, task=task.name, task_origin=origin, backend=backend,
                                created=time.time(), max_candidates=max_candidates)
             atomic_write(folder / "run.json", record.model_dump_json(indent=2))

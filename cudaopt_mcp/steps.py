@@ -16,6 +16,7 @@ after a crash it stays, and the candidate reads as ``interrupted`` until it is e
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -29,15 +30,22 @@ from harness_tools import candidate as candidates
 from harness_tools.candidate import Candidate
 from harness_tools.compile import CompileResult, compile_candidate
 from harness_tools.errors import HarnessError
-from harness_tools.evaluate import EvaluationConfig, EvaluationResult, evaluate
+from harness_tools.evaluate import (
+    MIN_CASE_S,
+    EvaluationConfig,
+    EvaluationResult,
+    check_memory,
+    compile_budget,
+    evaluate,
+)
 from harness_tools.input_files import scratch_dir
-from harness_tools.spec import Expr, LaunchSpec, Task, bundled_task_names, load_task, resolve_task
+from harness_tools.spec import MAX_TASK_FILE_BYTES, Expr, LaunchSpec, Task, bundled_task_names, load_task, resolve_task
 
 from . import summaries as S
 from .export import export_best
-from .runs import BestRecord, atomic_write
+from .runs import ARTIFACT, BestRecord, atomic_write
 from .state import ServerState
-from .tool_models import CompareOutput, CompileOutput, CreateRunOutput, EvaluateOutput
+from .tool_models import MAX_INLINE_BYTES, MAX_INLINE_FILES, CompareOutput, CompileOutput, CreateRunOutput, EvaluateOutput
 
 Progress = Callable[[float, float, str], None]
 Step = Literal["evaluate", "run", "time"]
@@ -45,7 +53,7 @@ Role = Literal["validation", "performance"]
 RECORD = {"evaluate": "evaluation.json", "run": "execution.json", "time": "timing.json"}
 KEEP_OUTPUT_BYTES = 64 << 20  # outputs of a failed case: the evidence
 KEEP_PASSED_OUTPUT_BYTES = 8 << 20  # a passed case's: copying big ones to disk on every call cost more than the rest
-MAX_INLINE_FILES, MAX_INLINE_BYTES = 16, 512 * 1024
+INLINE_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)
 
 
 class StepRefused(HarnessError):
@@ -99,12 +107,20 @@ def _inline_task(state: ServerState, spec: dict[str, Any], files: dict[str, str]
     if len(files) > MAX_INLINE_FILES:
         raise StepRefused(f"at most {MAX_INLINE_FILES} files may come with an inline spec")
     for name, text in files.items():
-        if Path(name).name != name or name.startswith(".") or name == "task.json":
-            raise StepRefused(f"file name {name!r} must be a plain file name (not task.json)")
-        if len(text.encode()) > MAX_INLINE_BYTES:
+        if not INLINE_FILE.fullmatch(name) or name == "task.json":
+            raise StepRefused(f"file name {name[:80]!r} must be a plain file name of letters, digits, '_', '-' and '.' "
+                              "(at most 128 characters, not starting with '.', not task.json)")
+        if len(text) > MAX_INLINE_BYTES or len(text.encode()) > MAX_INLINE_BYTES:
             raise StepRefused(f"file {name!r} is larger than {MAX_INLINE_BYTES} bytes")
         (folder / name).write_text(text)
-    (folder / "task.json").write_text(json.dumps(spec))
+    try:
+        text = json.dumps(spec)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise StepRefused(f"the inline spec cannot be written as JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
+    if len(text) > MAX_TASK_FILE_BYTES:
+        raise StepRefused(f"the inline spec is {len(text)} characters of JSON; at most {MAX_TASK_FILE_BYTES} are "
+                          "accepted")
+    (folder / "task.json").write_text(text)
     return load_task(folder)
 
 
@@ -162,9 +178,10 @@ def load_candidate(state: ServerState, run_id: str, candidate_id: str) -> Candid
     return Candidate.model_validate(meta["candidate"])
 
 
-def _compile(state: ServerState, run_id: str, candidate_id: str, cand: Candidate) -> CompileResult:
+def _compile(state: ServerState, run_id: str, candidate_id: str, cand: Candidate,
+             timeout_s: float | None = None) -> CompileResult:
     arch = state.backend().device_info().arch
-    result = compile_candidate(cand, arch)
+    result = compile_candidate(cand, arch, timeout_s=timeout_s)
     store = state.store
     store.write_artifact(run_id, candidate_id, "compile.log", result.full_log)
     store.write_artifact(run_id, candidate_id, "compile.json", result.model_dump_json(indent=2))
@@ -229,13 +246,20 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
     """The body of a step, under the run's lock: compile, launch, store, update baseline/best, log."""
     store = state.store
     progress(1, 4, f"compiling {candidate_id}")
-    compiled = _compile(state, run_id, candidate_id, cand)
     roles = roles or (["performance"] if step == "time" else task.spec.default_roles(state.backend_name))
+    # a case too big for this machine is refused before anything is compiled, drawn or allocated
+    check_memory(task, task.spec.cases_for(roles, state.backend_name), state.backend_name,
+                 state.backend().device_info())
+    started = time.perf_counter()  # the budget (timeout_s) covers the compile and every case, not waiting for locks
+    compiled = _compile(state, run_id, candidate_id, cand, timeout_s=compile_budget(config.timeout_s))
+    left = config.timeout_s - (time.perf_counter() - started)
     out = EvaluateOutput(run_id=run_id, candidate_id=candidate_id, step=step, correct=False, backend=state.backend_name,
                          roles=list(roles), compile=S.compile_brief(compiled), cases=[],
                          source_uri=S.artifact_uri(run_id, candidate_id, "kernel.cu"), elapsed_s=0.0)
     if not compiled.ok:
         out.failure = f"compile {compiled.status}: {S.first_error(compiled.log) or ''}"
+        if left < MIN_CASE_S:
+            out.failure += f" (the budget of {config.timeout_s:g} s, timeout_s, was spent compiling)"
         return out
     folder = store.candidate_dir(run_id, candidate_id)
     validated_before = _validated(task, folder)
@@ -245,7 +269,8 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
         with scratch_dir("cudaopt-mcp-") as scratch:
             n_cases = len(task.spec.cases_for(roles, state.backend_name))
             progress(2, 4, f"running {n_cases} {'/'.join(roles)} case(s) on {state.backend_name}")
-            config = config.model_copy(update={"roles": list(roles), "outputs_dir": str(scratch)})
+            config = config.model_copy(update={"roles": list(roles), "outputs_dir": str(scratch),
+                                               "timeout_s": max(left, MIN_CASE_S)})
             with state.engine_lock:
                 result = evaluate(task, cand, state.backend(), config,
                                   on_case=lambda done, total, case: progress(
@@ -321,7 +346,9 @@ def _keep_outputs(result: EvaluationResult, scratch: Path, folder: Path) -> list
     for case in result.cases:
         if case.run is None or not case.run.outputs:
             continue
-        files = {name: Path(p) for name, p in case.run.outputs.items() if Path(p).is_file()}
+        files = {name: Path(p) for name, p in case.run.outputs.items()
+                 if Path(p).is_file() and not Path(p).is_symlink() and Path(p).resolve().is_relative_to(scratch.resolve())
+                 and ARTIFACT.match(name) and ARTIFACT.match(case.name)}
         limit = KEEP_PASSED_OUTPUT_BYTES if case.passed else KEEP_OUTPUT_BYTES
         if not files or sum(p.stat().st_size for p in files.values()) > limit:
             case.run.outputs = {}

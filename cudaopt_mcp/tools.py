@@ -10,61 +10,56 @@ Blocking engine work runs in a worker thread, so the event loop keeps serving ot
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from harness_tools.spec import Expr, LaunchSpec, bundled_task_names, resolve_task
+from harness_tools.spec import bundled_task_names, resolve_task
 
 from . import inspect_steps, steps
 from . import summaries as S
 from .tool_calls import run_blocking, state_of, tool, tool_result
-from .tool_models import (
+from .tool_models import (  # the bounded argument types, shared with jobs.py
     BestOutput,
+    CandidateId,
+    CaseArg,
+    CaseList,
     CompareOutput,
     CompileOutput,
     CreateRunOutput,
+    Defines,
     EvaluateOutput,
     GetRunOutput,
     HistoryOutput,
+    InlineFiles,
+    InlineSpec,
+    Launch,
     ListRunsOutput,
     ListTasksOutput,
+    Note,
+    Options,
     ProfileOutput,
+    Reps,
+    Roles,
+    RunId,
     SanitizeOutput,
+    Seed,
+    Source,
+    StoredCandidateId,
     TaskListing,
+    TaskRef,
+    Timeout,
+    Tunables,
+    Warmup,
 )
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 ADDITIVE_IDEMPOTENT = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                       open_world_hint=False)
-
-RunId = Annotated[str, Field(description="run id returned by create_run, e.g. 'run-001'")]
-CandidateId = Annotated[str, Field(description="candidate id returned by compile or evaluate, e.g. 'c0003'")]
-Source = Annotated[str | None, Field(description='complete CUDA C++ source with the task\'s extern "C" __global__ '
-                                                 "kernel; omit to use the task's baseline kernel")]
-Launch = Annotated[LaunchSpec | None, Field(description="grid/block/shared_mem as expressions over the case sizes and "
-                                                        "numeric defines, e.g. {\"grid\": [\"ceil_div(n, 256)\"], "
-                                                        "\"block\": [256]}; omit for the task's baseline launch")]
-Defines = Annotated[dict[str, Expr] | None, Field(description="#defines added to the baseline's, e.g. {\"TILE\": 32}")]
-Options = Annotated[list[str] | None, Field(description="extra NVRTC options, e.g. ['--use_fast_math', "
-                                                        "'--maxrregcount=64'] (architecture and includes are set by us)")]
-Tunables = Annotated[dict[str, int] | None, Field(description="instead of source: the task's own tunable kernel at this "
-                                                             "point of its space, e.g. {\"TILE\": 32, \"ROWS\": 8}")]
-Note = Annotated[str | None, Field(description="one line on the idea behind this candidate (kept in the history)",
-                                   max_length=500)]
-Roles = Annotated[list[Literal["validation", "performance"]] | None,
-                  Field(description="which cases to run; default: validation+performance on a GPU, validation only on "
-                                    "the cpu backend")]
-Seed = Annotated[int | None, Field(description="input seed (default: a fresh one, recorded in the result)")]
-Warmup = Annotated[int | None, Field(ge=0, le=1000, description="warm-up launches per performance case (default 10; cpu 1)")]
-Reps = Annotated[int | None, Field(ge=1, le=10000, description="timed launches per performance case (default 100; cpu 5)")]
-Timeout = Annotated[float, Field(gt=0, le=600, description="seconds per case (one checked launch plus its timing) "
-                                                          "before the kernel is declared hung; the default 30 lets a "
-                                                          "hang answer within the ~60 s many clients allow")]
 
 
 def _eval_summary(out: EvaluateOutput) -> str:
@@ -117,9 +112,9 @@ def register(server: MCPServer) -> None:
     @tool(server, annotations=ADDITIVE)
     async def create_run(
         ctx: Context,
-        task: Annotated[str | None, Field(description="bundled task name (see list_tasks) or a task folder path")] = None,
-        spec: Annotated[dict[str, Any] | None, Field(description="inline task.json content (local stdio clients only)")] = None,
-        files: Annotated[dict[str, str] | None, Field(description="files an inline spec names: {file name: text}")] = None,
+        task: TaskRef = None,
+        spec: InlineSpec = None,
+        files: InlineFiles = None,
         max_candidates: Annotated[int | None, Field(ge=1, le=100000, description="budget of candidates")] = None,
     ) -> Annotated[CallToolResult, CreateRunOutput]:
         """Start a new optimisation run for a task and return its run_id.
@@ -183,8 +178,7 @@ def register(server: MCPServer) -> None:
     @tool(server, annotations=ADDITIVE)
     async def evaluate(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
                        defines: Defines = None, options: Options = None, tunables: Tunables = None,
-                       candidate_id: Annotated[str | None, Field(description="re-evaluate this stored candidate "
-                                                                             "instead of passing a new one")] = None,
+                       candidate_id: StoredCandidateId = None,
                        note: Note = None, roles: Roles = None, seed: Seed = None, warmup: Warmup = None,
                        reps: Reps = None, timeout_s: Timeout = 30.0) -> Annotated[CallToolResult, EvaluateOutput]:
         """The common path: compile → run → compare with the reference → time, in one call.
@@ -246,7 +240,7 @@ def register(server: MCPServer) -> None:
 
     @tool(server, annotations=ADDITIVE_IDEMPOTENT)
     async def profile(ctx: Context, run_id: RunId, candidate_id: CandidateId,
-                      case: Annotated[str | None, Field(description="performance case to profile (default: the first)")] = None,
+                      case: CaseArg = None,
                       timeout_s: Annotated[float, Field(gt=0, le=600, description="seconds before ncu is killed")] = 300.0,
                       ) -> Annotated[CallToolResult, ProfileOutput]:
         """Nsight Compute profile of one warm launch of a candidate on one performance case (cuda backend).
@@ -269,8 +263,9 @@ def register(server: MCPServer) -> None:
     @tool(server, annotations=ADDITIVE_IDEMPOTENT)
     async def sanitize(ctx: Context, run_id: RunId, candidate_id: CandidateId,
                        tools: Annotated[list[Literal["memcheck", "racecheck", "initcheck", "synccheck"]] | None,
-                                        Field(description="compute-sanitizer tools (cuda backend; default: all four)")] = None,
-                       cases: Annotated[list[str] | None, Field(description="validation cases (default: all)")] = None,
+                                        Field(max_length=4, description="compute-sanitizer tools (cuda backend; "
+                                                                        "default: all four)")] = None,
+                       cases: CaseList = None,
                        timeout_s: Annotated[float, Field(gt=0, le=600, description="seconds per tool")] = 180.0,
                        ) -> Annotated[CallToolResult, SanitizeOutput]:
         """Check a candidate for memory errors, data races, uninitialised reads and barrier misuse.

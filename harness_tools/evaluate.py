@@ -6,6 +6,13 @@ passed. After a crash, a timeout or a sticky CUDA error the remaining cases are 
 kernel would otherwise cost one timeout per case); after any failure, later cases are still checked but no longer timed.
 With ``race_check`` on, every validation case that passed is run once more under the backend's race
 check (the cpu backend's ThreadSanitizer run); a data race fails the case with status ``race``.
+
+``timeout_s`` is the budget of the whole evaluation: the compile gets at most what is left of it (capped
+by the compiler's own default), each case at most what is left after the cases before it, and once it
+is spent the remaining cases are skipped with a message saying so. Before anything is compiled, every
+case's memory is computed from the spec and a case that does not fit the device or this machine's
+available host memory is refused (:class:`~harness_tools.errors.BackendError`, saying how much it needs
+and how much there is).
 """
 
 from __future__ import annotations
@@ -25,11 +32,11 @@ from .candidate import Candidate
 from .compile import CompileResult, compile_candidate, nvrtc_version
 from .environment import Environment, read_clocks
 from .errors import BackendError, CandidateError
-from .execution import ArgSpec, CaseRequest, CaseRun, RaceReport
+from .execution import ArgSpec, CaseRequest, CaseRun, DeviceInfo, RaceReport
 from .expressions import evaluate as evaluate_expression
 from .input_files import CACHE as INPUT_FILES
 from .input_files import scratch_dir
-from .inputs import draw_inputs, fresh_seed, scalar_arguments
+from .inputs import available_host_bytes, case_footprint, draw_inputs, fresh_seed, scalar_arguments
 from .param_check import parameter_problem
 from .reference import expected_outputs, stored_inputs
 from .spec import Case, ScalarParam, Task
@@ -40,10 +47,11 @@ CaseStatus = Literal["passed", "mismatch", "run_error", "corrupted", "race", "sk
 
 
 class EvaluationConfig(BaseModel):
-    seed: int | None = Field(None, description="input seed; None draws a fresh one (it is recorded)")
+    seed: int | None = Field(None, ge=0, lt=1 << 64, description="input seed; None draws a fresh one (it is recorded)")
     timing: TimingPlan | None = Field(TimingPlan(), description="None: launch and check, never time")
-    roles: list[Literal["validation", "performance"]] = ["validation", "performance"]
-    timeout_s: float = Field(120.0, gt=0, description="per case: one checked launch plus its timing")
+    roles: list[Literal["validation", "performance"]] = Field(["validation", "performance"], max_length=2)
+    timeout_s: float = Field(120.0, gt=0, description="budget of the whole evaluation: the compile plus every case "
+                                                      "(each gets what is left); cases after it is spent are skipped")
     outputs_dir: str | None = Field(None, description="keep kernel outputs here (else a scratch dir is removed)")
     race_check: bool = Field(False, description="run each passing validation case once more under the backend's "
                                                 "race check; a data race fails the case (cpu backend only for now)")
@@ -106,10 +114,13 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
                            "later); use the cpu backend for race checks")
     seed = config.seed if config.seed is not None else fresh_seed()
     started = time.perf_counter()
+    deadline = started + config.timeout_s
     overhead = Overhead()
     device = backend.device_info()
+    cases = task.spec.cases_for(config.roles, backend.name)
+    check_memory(task, cases, backend.name, device)
     env = Environment(device=device, nvrtc_version=nvrtc_version())
-    compiled = compile_candidate(candidate, device.arch)
+    compiled = compile_candidate(candidate, device.arch, timeout_s=compile_budget(deadline - time.perf_counter()))
     overhead.compile_ms = compiled.compile_ms if not compiled.cached else 0.0
     result = EvaluationResult(task=task.name, backend=backend.name, seed=seed, candidate=candidate.digest(),
                               compile=compiled, correct=False, environment=env, overhead=overhead)
@@ -117,14 +128,15 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
     if not compiled.ok or mismatch:  # nothing runs; a kernel with the wrong parameters would give meaningless results
         result.failure = (f"signature: {mismatch}" if mismatch
                           else f"compile {compiled.status}: " + _first_line(compiled.log, "error"))
+        if not compiled.ok and time.perf_counter() >= deadline:
+            result.failure += f" (the evaluation's budget of {config.timeout_s:g} s, timeout_s, was spent compiling)"
         overhead.total_ms = (time.perf_counter() - started) * 1e3
         return result
     # the caller's folder is kept; a scratch folder is removed afterwards
     where = contextlib.nullcontext(Path(config.outputs_dir)) if config.outputs_dir else scratch_dir("cudaopt-")
     with where as scratch:
-        cases = task.spec.cases_for(config.roles, backend.name)
         env.clocks_before = read_clocks()
-        runner = _CaseRunner(task, backend, config, seed, scratch, overhead, compiled)
+        runner = _CaseRunner(task, backend, config, seed, scratch, overhead, compiled, device, deadline)
         for index, case in enumerate(cases):
             result.cases.append(runner.run(case, candidate))
             if on_case is not None:
@@ -144,11 +156,47 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
     return result
 
 
+def compile_budget(left_s: float) -> float:
+    """Seconds a compile may take with ``left_s`` of the budget left: no more than the compiler's default."""
+    from .compile_worker import DEFAULT_TIMEOUT_S
+
+    return max(min(DEFAULT_TIMEOUT_S, left_s), MIN_CASE_S)
+
+
+MIN_CASE_S = 0.1  # a case (or compile) with less of the budget left is not started
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+def check_memory(task: Task, cases: list[Case], backend: str, device: DeviceInfo) -> None:
+    """Refuse, before anything is drawn or allocated, a case that does not fit the device or host memory."""
+    free = device.memory_free_bytes if device.memory_free_bytes is not None else device.memory_bytes
+    host = available_host_bytes()
+    hint = ("shrink its sizes in task.json, or leave it out (evaluate with roles=['validation'] or "
+            "cudaopt eval --only validation, or list the backends it runs on in the case's 'backends')")
+    for case in cases:
+        need = case_footprint(task.spec, case, backend)
+        if backend != "cpu" and free is not None and need.buffers > free:
+            where = "free" if device.memory_free_bytes is not None else "in total"
+            raise BackendError(f"case {case.name} needs {_gb(need.buffers)} of buffers; this GPU has {_gb(free)} "
+                               f"{where}: {hint}")
+        if host is not None and need.host > host:
+            what = "its inputs, outputs and their float64 reference" + (", and the buffers themselves: the cpu "
+                                                                       "backend runs kernels in host memory"
+                                                                       if backend == "cpu" else "")
+            raise BackendError(f"case {case.name} needs about {_gb(need.host)} of host memory ({what}); this machine "
+                               f"has {_gb(host)} of memory available: {hint}")
+
+
 class _CaseRunner:
     def __init__(self, task: Task, backend: ExecutionBackend, config: EvaluationConfig, seed: int,
-                 scratch: Path, overhead: Overhead, compiled: CompileResult):
+                 scratch: Path, overhead: Overhead, compiled: CompileResult, device: DeviceInfo, deadline: float):
         self.task, self.backend, self.config, self.seed = task, backend, config, seed
         self.scratch, self.overhead, self.compiled = scratch, overhead, compiled
+        self.max_shared = device.max_shared_per_block_optin
+        self.deadline = deadline
         self.stop_reason: str | None = None
         self.input_files: dict[str, Path] = {}
         self.any_failed = False
@@ -158,8 +206,13 @@ class _CaseRunner:
         if self.stop_reason:
             base.message = self.stop_reason
             return base
+        if self._left() < MIN_CASE_S:
+            self.stop_reason = base.message = (
+                f"not run: the evaluation's budget of {self.config.timeout_s:g} s (timeout_s) was spent before this "
+                "case started; give a larger timeout_s or fewer cases (roles)")
+            return base
         try:
-            grid, block, shared = candidate.launch_dims(case.sizes)
+            grid, block, shared = candidate.launch_dims(case.sizes, self.max_shared)
         except CandidateError as exc:
             base.status, base.message = "run_error", str(exc)
             self.any_failed = True
@@ -171,7 +224,7 @@ class _CaseRunner:
         t1 = time.perf_counter()
         args = self._args(case, case_dir)
         expected = expected_outputs(self.task, case, self.seed, inputs, self.backend, args, case_dir,
-                                    self.compiled.arch, self.config.timeout_s)
+                                    self.compiled.arch, max(self._left(), MIN_CASE_S))
         t2 = time.perf_counter()
         self.overhead.inputs_ms += (t1 - t0) * 1e3
         self.overhead.reference_ms += (t2 - t1) * 1e3
@@ -181,23 +234,31 @@ class _CaseRunner:
                               source=candidate.source, defines={k: str(v) for k, v in candidate.defines.items()},
                               options=list(candidate.options), grid=grid, block=block, shared_mem=shared, args=args,
                               timing=timing, output_dir=str(case_dir / "out"))
-        run = self.backend.run_case(request, self.config.timeout_s)
+        run = self.backend.run_case(request, max(self._left(), MIN_CASE_S))
         self.overhead.load_ms += run.load_ms
         self.overhead.validate_ms += run.run_ms
         self.overhead.transfer_ms += run.setup_ms + run.collect_ms
         self.overhead.time_ms += run.time_ms
-        result = self._judge(case, run, expected)
+        result = self._judge(case, run, expected, case_dir / "out")
         if self.config.race_check and case.role == "validation" and result.passed:
             self._race_check(request, result)
         self.any_failed |= not result.passed
-        if run.status in ("crashed", "timeout") or run.worker_restarted:
+        if run.status == "timeout" and self._left() < MIN_CASE_S:
+            result.message = (f"{result.message}: the evaluation's budget of {self.config.timeout_s:g} s (timeout_s) "
+                              "ran out during this case")
+            self.stop_reason = (f"not run: the evaluation's budget of {self.config.timeout_s:g} s (timeout_s) ran out "
+                                f"during case {case.name}; give a larger timeout_s or fewer cases (roles)")
+        elif run.status in ("crashed", "timeout") or run.worker_restarted:
             self.stop_reason = f"not run: case {case.name} ended with {run.error or run.status}"
         return result
+
+    def _left(self) -> float:
+        return self.deadline - time.perf_counter()
 
     def _race_check(self, request: CaseRequest, result: CaseResult) -> None:
         """A race fails the case; so does a check that could not run (race-freedom was asked for)."""
         t0 = time.perf_counter()
-        report = self.backend.race_check(request, self.config.timeout_s)  # type: ignore[attr-defined]
+        report = self.backend.race_check(request, max(self._left(), MIN_CASE_S))  # type: ignore[attr-defined]
         self.overhead.race_ms += (time.perf_counter() - t0) * 1e3
         result.races = report
         if report.status == "races":
@@ -206,13 +267,20 @@ class _CaseRunner:
             result.status, result.passed = "run_error", False
             result.message = f"race check could not run: {report.message}"
 
-    def _judge(self, case: Case, run: CaseRun, expected: dict[str, np.ndarray]) -> CaseResult:
+    def _judge(self, case: Case, run: CaseRun, expected: dict[str, np.ndarray], out_dir: Path) -> CaseResult:
         result = CaseResult(name=case.name, role=case.role, sizes=case.sizes, status="run_error", passed=False, run=run)
         if run.status != "ok":
             result.message = f"{run.status}: {run.message or run.error}"
             return result
         t0 = time.perf_counter()
         spec = self.task.spec
+        # the worker runs candidate code: read only files it wrote where it was told to, for the buffers asked for
+        missing = [b.name for b in spec.outputs if not _inside(out_dir, run.outputs.get(b.name))]
+        if missing:
+            result.message = f"the backend returned no output file for {', '.join(missing)} in the case's output folder"
+            run.outputs = {}
+            return result
+        run.outputs = {b.name: run.outputs[b.name] for b in spec.outputs}
         for buf in spec.outputs:
             got = _load_output(run.outputs[buf.name])
             result.outputs.append(compare(buf.name, got, expected[buf.name], spec.tolerance[buf.dtype], case.sizes))
@@ -255,6 +323,14 @@ class _CaseRunner:
         flops = evaluate_expression(metrics.flops, case.sizes) / seconds / 1e12 if metrics.flops is not None else None
         gbps = evaluate_expression(metrics.bytes, case.sizes) / seconds / 1e9 if metrics.bytes is not None else None
         return flops, gbps
+
+
+def _inside(folder: Path, path: str | None) -> bool:
+    """Whether ``path`` is a regular file inside ``folder`` once every link is resolved."""
+    if not path:
+        return False
+    resolved = Path(path).resolve()
+    return resolved.is_relative_to(folder.resolve()) and resolved.is_file()
 
 
 def _load_output(path: str) -> np.ndarray:

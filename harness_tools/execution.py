@@ -64,6 +64,8 @@ class DeviceInfo(BaseModel):
     sm_count: int | None = None
     l2_bytes: int | None = None
     memory_bytes: int | None = None
+    memory_free_bytes: int | None = Field(None, description="free device memory when the worker started, after its own "
+                                          "allocations (cuMemGetInfo); cases that need more are refused")
     max_shared_per_block_optin: int | None = None
     driver_version: str | None = None
     bindings_version: str | None = None

@@ -6,20 +6,87 @@
   before every launch unless the task declares an initial value (e.g. 0 for an atomic accumulator).
 * Every device buffer is followed by ``TAIL_BYTES`` of poison. Out-of-bounds reads of inputs then see
   NaN, and writes past any buffer's end show up as a changed tail.
+
+Before any of it, :func:`case_footprint` says from the spec alone (dtype x shape of every buffer) how
+much memory a case needs, so a case too big for the machine is refused with a message, not a
+MemoryError halfway through drawing its inputs.
 """
 
 from __future__ import annotations
 
 import os
 import zlib
+from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from .expressions import evaluate
-from .spec import BufferParam, Case, InputDistribution, ScalarParam, TaskSpec, is_float, numpy_dtype
+from .spec import (
+    BufferParam,
+    Case,
+    InputDistribution,
+    NumpyReference,
+    ScalarParam,
+    TaskSpec,
+    buffer_bytes,
+    is_float,
+    numpy_dtype,
+)
 
 POISON_BYTE = 0xFF
 TAIL_BYTES = 4096
+
+
+class CaseFootprint(NamedTuple):
+    """Memory one case needs, in bytes, computed from the spec before anything is drawn or allocated."""
+
+    buffers: int  # the kernel's buffers with their poisoned tails: what the device (or the cpu worker) holds
+    host: int  # an estimate of the peak host memory of the evaluation for this case (see case_footprint)
+
+
+def case_footprint(spec: TaskSpec, case: Case, backend: str) -> CaseFootprint:
+    """Bytes of one case's buffers, and an estimate of the host memory its evaluation needs.
+
+    Host memory, per buffer of n bytes and e elements: an input is drawn (n; float16 is drawn in float32
+    first, +4e), saved to a file that usually lives in memory on /dev/shm (n) and, for a NumPy reference,
+    upcast to float64 (8e); an output is downloaded to such a file (n) and compared with a float64
+    expected array (8e; a NumPy reference's own result, +8e). On the cpu backend the worker holds every
+    buffer in host memory too."""
+    numpy_ref = isinstance(spec.reference, NumpyReference)
+    buffers = host = 0
+    for buf in spec.buffers:
+        n = buffer_bytes(buf, spec.shape_of(buf, case.sizes))
+        e = n // numpy_dtype(buf.dtype).itemsize
+        buffers += n + TAIL_BYTES
+        if buf.role != "out":
+            host += 2 * n + (4 * e if buf.dtype == "float16" else 0) + (8 * e if numpy_ref else 0)
+        if buf.role != "in":
+            host += n + 8 * e + (8 * e if numpy_ref else 0)
+    if backend == "cpu":
+        host += buffers
+    return CaseFootprint(buffers=buffers, host=host)
+
+
+def available_host_bytes() -> int | None:
+    """Memory this process may still use: MemAvailable from /proc/meminfo, lowered by a cgroup v2 limit
+    where one is set (a container); None where neither can be read."""
+    available = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            left = int(limit) - int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+            available = left if available is None else min(available, left)
+    except (OSError, ValueError):
+        pass
+    return available
 
 
 def fresh_seed() -> int:
