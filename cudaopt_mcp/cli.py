@@ -89,6 +89,10 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--json", action="store_true")
         cmd.set_defaults(func=_cmd_inspect, inspect=name)
 
+    doc = sub.add_parser("doctor", help="is candidate code jailed here? runs a probe in the jail and says what it could reach")
+    doc.add_argument("--json", action="store_true")
+    doc.set_defaults(func=_cmd_doctor)
+
     from .client.command import add_optimize_arguments
 
     opt = sub.add_parser("optimize", help="the autonomous loop: baseline, then proposals (LLM or tuner) evaluated "
@@ -113,6 +117,29 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     finally:
         state.close()
     print(out.model_dump_json(indent=2, exclude_none=True) if args.json else text)
+    return 0 if ok else 1
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    """Exit 0 when the jail is on and every probe check holds, 1 otherwise."""
+    from harness_tools import jail
+    from harness_tools.jail_check import check_jail
+
+    state = jail.status()
+    specs = [jail.JailSpec(purpose="cpu worker")]
+    if gpu_present():
+        specs.append(jail.JailSpec(purpose="cuda worker", gpu=True))
+    checks = {spec.purpose: check_jail(spec) for spec in specs}
+    ok = state.active and all(c.ok for group in checks.values() for c in group)
+    if args.json:
+        print(json.dumps({"jail": state.model_dump(), "ok": ok,
+                          "checks": {k: [c.model_dump() for c in v] for k, v in checks.items()}}, indent=2))
+        return 0 if ok else 1
+    print(state.describe())
+    for purpose, group in checks.items():
+        for check in group:
+            print(f"  {purpose:<12} {'ok  ' if check.ok else 'FAIL'} {check.name:<12} {check.detail}")
+    print("the jail holds" if ok else "candidate code is NOT contained here: see the lines above")
     return 0 if ok else 1
 
 

@@ -27,9 +27,12 @@ from collections.abc import AsyncIterator
 
 from mcp.server import MCPServer
 
+from harness_tools import jail
+from harness_tools.errors import HarnessError
+
 from . import jobs, prompts, resources, tools
 from .state import ServerConfig, ServerState, add_serve_arguments, config_from_args
-from .transports import ServeError, serve_http
+from .transports import ServeError, is_loopback, serve_http
 
 log = logging.getLogger("cudaopt.mcp")
 
@@ -91,8 +94,22 @@ def _version() -> str:
         return "0+unknown"
 
 
+def check_jail(config: ServerConfig) -> None:
+    """Say at start whether candidate code is jailed; refuse HTTP off loopback when it is not."""
+    state = jail.require_active()
+    print(f"cudaopt-mcp: {state.describe()}", file=sys.stderr, flush=True)
+    if state.active:
+        return
+    if config.transport == "http" and not is_loopback(config.host):
+        raise ServeError(f"refusing to serve HTTP on {config.host!r}: remote clients' kernels would run unjailed "
+                         f"({state.detail}); make the jail work (cudaopt doctor says why not) or bind a loopback host")
+    print("cudaopt-mcp: WARNING: candidate code runs unjailed, with this user's rights: serve only kernels you trust",
+          file=sys.stderr, flush=True)
+
+
 def serve(config: ServerConfig) -> int:
     """Run the server until the client disconnects (stdio) or it is interrupted (HTTP)."""
+    check_jail(config)
     server = build_server(config)
     if config.transport == "http":
         serve_http(server, config)
@@ -116,7 +133,7 @@ def run_serve(args: argparse.Namespace) -> int:
                         format="cudaopt-mcp: %(message)s")
     try:
         return serve(config_from_args(args))
-    except ServeError as exc:
+    except (ServeError, HarnessError) as exc:
         print(f"cudaopt-mcp: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

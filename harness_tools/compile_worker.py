@@ -2,7 +2,10 @@
 or crash must cost that process only, never the caller (an MCP server, say).
 
 One persistent child (the same :class:`~harness_tools.worker.Worker` machinery as the backends) compiles
-on request; a compile that outlasts its timeout kills it, and the next request starts a fresh one.
+on request; a compile that outlasts its timeout kills it, and the next request starts a fresh one. The
+child is jailed (:mod:`harness_tools.jail`): NVRTC reads any file it can see, so it sees only the
+interpreter, its packages and the CUDA headers; no network; its address space is bounded
+(``CUDAOPT_COMPILE_MEMORY_MB``, default 4096), so a template explosion stops there, not at the host's limit.
 """
 
 from __future__ import annotations
@@ -11,10 +14,21 @@ import atexit
 import os
 import threading
 
+from .jail import JailSpec, Limits
 from .worker import Worker, WorkerDied, WorkerTimeout
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("CUDAOPT_COMPILE_TIMEOUT_S", "60"))
+MEMORY_MB = int(os.environ.get("CUDAOPT_COMPILE_MEMORY_MB", "4096"))
 EXECUTOR = "harness_tools.compile_worker:NvrtcExecutor"
+
+
+def compiler_jail() -> JailSpec:
+    """NVRTC's jail: the CUDA headers read-only, nothing writable but its private /tmp."""
+    from .compile import _cuda_include_dir
+
+    include = _cuda_include_dir()
+    return JailSpec(purpose="nvrtc", read_only=(include,) if include else (),
+                    limits=Limits(address_space=MEMORY_MB << 20, processes=64))
 
 
 class NvrtcExecutor:
@@ -47,13 +61,15 @@ class _CompileService:
         """(result dict, None) or (None, why the compiler process failed)."""
         with self._lock:
             if self._worker is None:
-                self._worker = Worker(EXECUTOR)
+                self._worker = Worker(EXECUTOR, spec=compiler_jail())
             try:
                 return self._worker.call("compile", payload, timeout_s), None
             except WorkerTimeout:
                 return None, f"NVRTC did not finish within {timeout_s:g} s; the compile was aborted"
             except WorkerDied as exc:
-                return None, f"NVRTC crashed on this source ({exc})"
+                return None, (f"NVRTC stopped on this source ({exc}): it hit its memory limit of {MEMORY_MB} MiB "
+                              "(CUDAOPT_COMPILE_MEMORY_MB) or crashed; a source that needs more (a template or "
+                              "unrolling explosion) is stopped there")
 
     def close(self) -> None:
         with self._lock:

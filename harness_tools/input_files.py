@@ -4,6 +4,10 @@ A tuning run evaluates many candidates on one seed, and big cases take longer to
 (hundreds of MB) than the kernel takes to run. The worker only reads these files; they live in a
 per-process folder on /dev/shm (when it has room), bounded in bytes, removed at exit, and folders
 left behind by processes that died are swept when the next one starts.
+
+That per-process folder (:func:`session_root`) has two parts, which is how the jail sees them: ``inputs/``
+(read-only inside every jail: a kernel must not change the data the oracle is computed from) and
+``scratch/`` (the only folder a worker may write: case outputs, launch requests, reports).
 """
 
 from __future__ import annotations
@@ -32,10 +36,36 @@ def fast_tmp_dir() -> str | None:
     return str(shm) if shm.is_dir() and shutil.disk_usage(shm).free > (8 << 30) else None
 
 
+_SESSION: list[Path] = []
+_SESSION_LOCK = threading.Lock()
+
+
+def session_root() -> Path:
+    """This process's folder on the fast scratch filesystem (``inputs/`` and ``scratch/``), removed at exit."""
+    with _SESSION_LOCK:
+        if not _SESSION or not _SESSION[0].is_dir():
+            base = fast_tmp_dir() or tempfile.gettempdir()
+            sweep_dead_folders(Path(base))
+            root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base))
+            for part in ("inputs", "scratch"):
+                (root / part).mkdir()
+            atexit.register(shutil.rmtree, root, True)
+            _SESSION[:] = [root]
+        return _SESSION[0]
+
+
+def inputs_root() -> Path:
+    return session_root() / "inputs"
+
+
+def scratch_root() -> Path:
+    return session_root() / "scratch"
+
+
 @contextlib.contextmanager
 def scratch_dir(prefix: str) -> Iterator[Path]:
-    """A temporary folder on the fast scratch filesystem, removed afterwards."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=fast_tmp_dir()))
+    """A temporary folder under :func:`scratch_root`, removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=scratch_root()))
     try:
         yield path
     finally:
@@ -47,7 +77,6 @@ class InputFiles:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[tuple, tuple[dict[str, Path], int]] = OrderedDict()
         self._lock = threading.Lock()
-        self._root: Path | None = None
 
     def get(self, key: tuple, draw: Callable[[], dict[str, np.ndarray]]) -> tuple[dict[str, np.ndarray], dict[str, Path]]:
         """(arrays, files) for ``key``; arrays of a cached entry are memory-mapped from its files."""
@@ -76,13 +105,7 @@ class InputFiles:
                 shutil.rmtree(folder, ignore_errors=True)
 
     def _folder(self) -> Path:
-        with self._lock:
-            if self._root is None or not self._root.is_dir():
-                base = fast_tmp_dir() or tempfile.gettempdir()
-                sweep_dead_folders(Path(base))
-                self._root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base))
-                atexit.register(shutil.rmtree, self._root, True)
-            return self._root
+        return inputs_root()
 
 
 def sweep_dead_folders(base: Path, min_age_s: float = 3600.0) -> None:

@@ -1,7 +1,8 @@
 """A child process that owns a device context, and the parent-side handle that talks to it.
 
 The parent never imports a driver. It starts the child as ``python -m harness_tools.worker`` (a fresh
-interpreter, no inherited CUDA state), sends ``(op, payload)`` tuples over a pipe and waits at most a
+interpreter, no inherited CUDA state) inside a jail (:mod:`harness_tools.jail`: the child runs candidate
+code, so it sees only what its :class:`~harness_tools.jail.JailSpec` allows and dies with us), sends ``(op, payload)`` tuples over a pipe and waits at most a
 timeout for the answer. A child that does not answer in time is killed; a child that dies (a crash,
 or an exit after a sticky CUDA error) is noticed; either way the next call starts a fresh one.
 
@@ -20,9 +21,9 @@ import subprocess
 import sys
 import traceback
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
+from . import jail
 from .errors import BackendUnavailable, WorkerError
 
 log = logging.getLogger(__name__)
@@ -41,9 +42,10 @@ class WorkerDied(WorkerError):
 class Worker:
     """Handle on one child process running ``executor`` (``"module:Class"``) for one device."""
 
-    def __init__(self, executor: str, device: int = 0):
+    def __init__(self, executor: str, device: int = 0, spec: jail.JailSpec | None = None):
         self.executor = executor
         self.device = device
+        self.spec = spec or jail.JailSpec(purpose="worker")
         self._process: subprocess.Popen | None = None
         self._send: Connection | None = None
         self._recv: Connection | None = None
@@ -64,10 +66,12 @@ class Worker:
                    str(to_child_r), str(to_parent_w)]
         stderr_fd = sys.stderr.fileno() if _has_fileno(sys.stderr) else None
         # The child's stdout (kernel printf) goes to our stderr: stdout may carry a protocol.
-        self._process = subprocess.Popen(command, pass_fds=(to_child_r, to_parent_w), stdin=subprocess.DEVNULL,
-                                         stdout=stderr_fd, stderr=stderr_fd, env=_child_env())
-        os.close(to_child_r)
-        os.close(to_parent_w)
+        try:
+            self._process = jail.popen(command, self.spec, pass_fds=(to_child_r, to_parent_w),
+                                       stdin=subprocess.DEVNULL, stdout=stderr_fd, stderr=stderr_fd)
+        finally:
+            os.close(to_child_r)
+            os.close(to_parent_w)
         self._send = Connection(to_child_w, readable=False)
         self._recv = Connection(to_parent_r, writable=False)
         if not self._recv.poll(START_TIMEOUT_S):
@@ -116,6 +120,8 @@ class Worker:
                 self._process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 log.warning("worker pid %s did not exit after SIGKILL", self._process.pid)
+        if self._process is not None and self._process.poll() is not None:
+            jail.release(self._process)
         for conn in (self._send, self._recv):
             if conn is not None:
                 conn.close()
@@ -137,14 +143,6 @@ def _has_fileno(stream) -> bool:
         return True
     except (AttributeError, OSError, ValueError):
         return False
-
-
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    # The child must import this very engine, wherever the parent found it.
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-    return env
 
 
 def _describe_exit(code: int | None) -> str:

@@ -2,8 +2,8 @@
 
 The tool must start the process it inspects, so the case runs in a fresh
 ``python -P -m harness_tools.profile_launch`` process (not in the long-lived worker). This module
-prepares that process's request file, finds the tools, and runs the wrapped command with a timeout,
-killing the whole process group when it hangs: nothing a tool does can hang or crash the caller.
+prepares that process's request file, finds the tools, and runs the wrapped command jailed, with a
+timeout, killing the whole jail when it hangs: nothing a tool does can hang or crash the caller.
 """
 
 from __future__ import annotations
@@ -11,19 +11,20 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from . import jail
 from .candidate import Candidate
 from .compile import compile_candidate
 from .errors import CandidateError, HarnessError
 from .evaluate import case_arguments, case_inputs
 from .execution import CaseRequest
+from .input_files import inputs_root
+from .jail import JailSpec, Limits
 from .spec import Case, Task
 from .timing import TimingPlan
 
@@ -105,19 +106,12 @@ def launcher_command(*request_files: Path) -> list[str]:
 
 
 def run_wrapped(command: list[str], timeout_s: float, cwd: Path) -> WrappedRun:
-    """Run ``command`` in its own session; on timeout the whole group is killed (tool and launcher)."""
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    """Run ``command`` (the tool, then the launcher) jailed: the GPU, the tool's own folder and the inputs
+    read-only, ``cwd`` (this inspection's scratch folder) writable; on timeout the whole jail is killed."""
+    tool_home = Path(command[0]).resolve().parent.parent
+    spec = JailSpec(purpose="inspect", gpu=True, read_only=(str(tool_home), str(inputs_root())), writable=(str(cwd),),
+                    limits=Limits(processes=256))
     started = time.monotonic()
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        timed_out = True
-    return WrappedRun(returncode=None if timed_out else proc.returncode, output=output or "", timed_out=timed_out,
+    code, output, _ = jail.run(command, spec, timeout_s, cwd=str(cwd), merge=True)
+    return WrappedRun(returncode=code, output=output, timed_out=code is None,
                       elapsed_s=round(time.monotonic() - started, 2), command=command)

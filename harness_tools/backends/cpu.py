@@ -4,16 +4,33 @@ For machines without a GPU (CI, laptops). NVRTC still compiles every candidate f
 dialect errors are caught exactly as on a GPU; then g++ builds the same source against our runtime.
 Timings are CPU wall-clock timings and are labelled so. It also offers a race check: one launch under
 ThreadSanitizer with CUDA threads as TSan fibers (see cpu_racecheck).
+
+Who does what, for the jail's sake: this process builds each kernel (g++ in a jail of its own that writes
+only its build folder) and puts the library into the cache; the worker (jailed, the cache read-only)
+loads and runs it. Race-check executables are built and run here, each in a jail of its own.
 """
 
 from __future__ import annotations
 
-from ..execution import CaseRequest, RaceReport
-from ..worker import WorkerDied, WorkerTimeout
-from .cpu_build import BUILD_TIMEOUT_S, compiler
+import os
+
+from ..execution import CaseRequest, CaseRun, RaceReport
+from ..input_files import inputs_root, scratch_root
+from ..jail import JailSpec, Limits
+from .cpu_build import build_kernel, cache_root, compiler, kernel_cache, runtime_library
+from .cpu_translate import unsupported
 from .worker_backend import WorkerBackend
 
 EXECUTOR = "harness_tools.backends.cpu_executor:CpuExecutor"
+
+
+def worker_jail() -> JailSpec:
+    """The cpu worker runs native candidate code: it reads the runtime and built kernels, reads the inputs,
+    and writes only the scratch folder."""
+    runtime = runtime_library()  # built here, before any jail: the worker cannot write the cache
+    return JailSpec(purpose="cpu worker", read_only=(str(runtime.parent), str(kernel_cache()), str(inputs_root())),
+                    writable=(str(scratch_root()),), env={"CUDAOPT_CPU_RUNTIME": str(runtime)},
+                    limits=Limits(processes=64 + 2 * (os.cpu_count() or 1)))
 
 
 class CpuBackend(WorkerBackend):
@@ -21,20 +38,26 @@ class CpuBackend(WorkerBackend):
 
     def __init__(self, device: int = 0):
         compiler()  # a clear BackendUnavailable before any worker starts when g++ is missing
-        super().__init__(EXECUTOR, device)
+        cache_root()
+        super().__init__(EXECUTOR, device, spec=worker_jail())
+
+    def run_case(self, request: CaseRequest, timeout_s: float) -> CaseRun:
+        refused = unsupported(request.source)
+        if refused:
+            return CaseRun(status="invalid_launch", error="CPU_UNSUPPORTED", message="\n".join(refused))
+        build = build_kernel(request.source, request.kernel_name, request.args, request.defines, request.options)
+        if not build.ok:
+            return CaseRun(status="launch_error", error="CPU_COMPILE_ERROR", message=f"g++ rejected the kernel:\n{build.log}")
+        run = self.forward(request, timeout_s, library=str(build.path))
+        run.load_ms += build.build_ms
+        return run
 
     def race_check(self, request: CaseRequest, timeout_s: float) -> RaceReport:
         """Run the case once under ThreadSanitizer and report data races between CUDA threads.
 
         Failure behaviour: races, a kernel error under the check, a build error or a run past
-        ``timeout_s`` come back as a report (status ``races`` or ``error``); a worker that hangs or dies
-        is replaced, as for :meth:`run_case`.
+        ``timeout_s`` come back as a report (status ``races`` or ``error``).
         """
-        payload = {"request": request.model_dump(), "timeout_s": timeout_s}
-        try:  # the executable's own timeout fires first; this one covers the build and a stuck worker
-            result = self._worker.call("race_check", payload, timeout_s + 2 * BUILD_TIMEOUT_S + 30)
-        except WorkerTimeout as exc:
-            return RaceReport(status="error", message=f"race check: {exc}; a fresh worker takes the next request")
-        except WorkerDied as exc:
-            return RaceReport(status="error", message=f"race check: {exc}")
-        return RaceReport.model_validate(result)
+        from .cpu_racecheck import race_check  # only race checks need it
+
+        return race_check(request, timeout_s)

@@ -18,15 +18,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import jail
 from ..errors import BackendUnavailable
 from ..execution import ArgSpec
 from ..include_guard import NOOP_HEADERS
+from ..jail import JailSpec, Limits
 from .cpu_translate import launcher, rewrite_dynamic_shared
 
 RUNTIME_DIR = Path(__file__).parent / "cpu_runtime"
 KERNEL_FLAGS = ["-O2", "-std=c++17", "-fPIC", "-shared", "-pthread", "-march=native", "-fno-strict-aliasing",
                 "-Wno-unknown-pragmas", "-w"]
 BUILD_TIMEOUT_S = 180
+BUILD_MEMORY_MB = int(os.environ.get("CUDAOPT_COMPILE_MEMORY_MB", "4096"))
 LOG_CAP_CHARS = 6000
 
 
@@ -108,9 +111,25 @@ def stub_include_dir() -> Path:
     return folder
 
 
+def build_jail(build_dir: str | Path, *read_only: str | Path) -> JailSpec:
+    """g++ on candidate source: system folders, our runtime's headers and ``read_only``; writes only ``build_dir``."""
+    return JailSpec(purpose="g++", python=False, read_only=(str(RUNTIME_DIR), str(stub_include_dir()), *map(str, read_only)),
+                    writable=(str(build_dir),),
+                    limits=Limits(address_space=BUILD_MEMORY_MB << 20, cpu_seconds=BUILD_TIMEOUT_S + 5, processes=64))
+
+
+def run_build(cmd: list[str], build_dir: str | Path, *read_only: str | Path) -> tuple[int | None, str]:
+    """(exit code or None after BUILD_TIMEOUT_S, stderr) of one jailed g++ command run in ``build_dir``."""
+    code, _out, err = jail.run(cmd, build_jail(build_dir, *read_only), BUILD_TIMEOUT_S, cwd=str(build_dir))
+    return code, err
+
+
 def build_kernel(source: str, kernel_name: str, args: list[ArgSpec], defines: dict[str, str],
                  options: list[str]) -> KernelBuild:
-    """Compile one candidate into a shared object exporting ``cudaopt_launch``; a g++ error is data."""
+    """Compile one candidate into a shared object exporting ``cudaopt_launch``; a g++ error is data.
+
+    g++ runs jailed (it reads the candidate's ``#line`` files and includes; its output is native code we run
+    later), writing only its own build folder; this process then copies the library into the cache."""
     library = runtime_library()
     unit = '#line 1 "kernel.cu"\n' + rewrite_dynamic_shared(source) + launcher(kernel_name, args)
     flags = list(KERNEL_FLAGS)
@@ -118,35 +137,61 @@ def build_kernel(source: str, kernel_name: str, args: list[ArgSpec], defines: di
         flags.append("-ffast-math")
     flags += [f"-D{k}={v}" for k, v in sorted(defines.items())]
     key = hashlib.sha256("\0".join([unit, *flags, library.parent.name]).encode()).hexdigest()[:24]
-    target = cache_root() / "kernels" / f"{key}.so"
+    target = kernel_cache() / f"{key}.so"
     if target.is_file():
         return KernelBuild(True, target, "", 0.0, True)
-    target.parent.mkdir(parents=True, exist_ok=True)
     cxx, _ = compiler()
     with tempfile.TemporaryDirectory(prefix="cudaopt-cpu-") as tmp:
-        cpp = Path(tmp) / "kernel.cpp"
-        cpp.write_text(unit)
-        built = Path(tmp) / "kernel.so"
-        cmd = [cxx, *flags, "-include", "cudaopt_cpu.h", f"-I{stub_include_dir()}", f"-I{RUNTIME_DIR}", str(cpp),
-               f"-L{library.parent}", "-lcudaopt_cpu", f"-Wl,-rpath,{library.parent}", "-o", str(built)]
+        (Path(tmp) / "kernel.cpp").write_text(unit)
+        cmd = [cxx, *flags, "-include", "cudaopt_cpu.h", f"-I{stub_include_dir()}", f"-I{RUNTIME_DIR}", "kernel.cpp",
+               f"-L{library.parent}", "-lcudaopt_cpu", f"-Wl,-rpath,{library.parent}", "-o", "kernel.so"]
         start = time.perf_counter()
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            return KernelBuild(False, None, f"g++ did not finish within {BUILD_TIMEOUT_S} s", BUILD_TIMEOUT_S * 1e3, False)
+        code, stderr = run_build(cmd, tmp, library.parent)
         elapsed = (time.perf_counter() - start) * 1e3
-        if out.returncode != 0:
-            return KernelBuild(False, None, cap_log(compiler_diagnostics(out.stderr, tmp)), elapsed, False)
+        if code is None:
+            return KernelBuild(False, None, f"g++ did not finish within {BUILD_TIMEOUT_S} s", elapsed, False)
+        if code != 0:
+            return KernelBuild(False, None, cap_log(build_failure(code, stderr, tmp)), elapsed, False)
         tmp_target = target.with_name(f".{os.getpid()}.{target.name}")
-        shutil.copyfile(built, tmp_target)
+        shutil.copyfile(Path(tmp) / "kernel.so", tmp_target)
         os.replace(tmp_target, target)
     return KernelBuild(True, target, "", elapsed, False)
 
 
+def kernel_cache() -> Path:
+    """Built kernels, by content hash: written by this process only, read-only inside every jail."""
+    folder = cache_root() / "kernels"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def build_failure(code: int, stderr: str, tmp: str) -> str:
+    """What to tell the caller about a failed g++ run: its kernel.cu diagnostics, and the memory limit
+    when that is what stopped it (the raw message names cc1plus, not kernel.cu, so it is read here)."""
+    diagnostics = compiler_diagnostics(stderr, tmp)
+    if code < 0 or re.search(r"out of memory|virtual memory exhausted|Killed signal", stderr):
+        return (f"{diagnostics}\ng++ stopped (exit {code}): it hit its memory limit of {BUILD_MEMORY_MB} MiB "
+                "(CUDAOPT_COMPILE_MEMORY_MB) or was killed; a source that needs more is stopped there").strip()
+    return diagnostics
+
+
 def compiler_diagnostics(stderr: str, tmp: str) -> str:
-    """g++'s diagnostics, with our temporary paths and the runtime's location shortened."""
-    text = stderr.replace(tmp + "/", "").replace(str(RUNTIME_DIR) + "/", "")
-    return text.strip()
+    """g++'s diagnostics located in kernel.cu (with the lines under them), paths shortened; no other.
+
+    g++ quotes the lines of the file a diagnostic is located in, so one located anywhere else ("In file
+    included from", a header's note, a renamed file) is dropped whole. Lines split at LF only, so a CR or
+    form feed inside a quoted line cannot start a forged ``kernel.cu:1:`` line.
+    """
+    kept, dropped, keep = [], 0, False
+    for line in stderr.replace("\x00", "").split("\n"):
+        if line[:1] not in ("", " ", "\t"):  # a new diagnostic; indented lines belong to the one above
+            keep = re.match(r"kernel\.cu:(?:[0-9]+:(?:[0-9]+:)?)? ", line) is not None
+            dropped += not keep
+        if keep:
+            kept.append(line.rstrip("\r").replace(tmp + "/", "").replace(str(RUNTIME_DIR) + "/", ""))
+    if dropped:
+        kept.append(f"[{dropped} diagnostic line(s) not located in kernel.cu omitted]")
+    return "\n".join(kept).strip()
 
 
 def cap_log(text: str) -> str:

@@ -1,6 +1,8 @@
 """The ``cpu`` backend, worker side: builds kernels with g++ and runs them on the runtime library.
 
-Runs inside the worker process (launches may corrupt memory, as on a GPU). Buffers come from the
+Runs inside the jailed worker process (launches may corrupt memory, as on a GPU; the kernel is native
+code). It never builds: the parent builds each kernel with a jailed g++ and sends its path, and the
+kernel cache is read-only in here, so no kernel can change another's library. Buffers come from the
 runtime's guarded allocator: [guard page][front pad][data][slack][guard page], pad and slack poisoned
 with 0xFF, so out-of-bounds reads see NaN, writes into pad/slack show as changed canaries and anything
 further faults on a guard page (reported with the argument's name, block and thread). Timings are wall
@@ -22,8 +24,8 @@ from ..execution import ArgSpec, CaseRequest, CaseRun
 from ..inputs import POISON_BYTE
 from ..timing import summarize
 from .byte_compare import same_bytes
-from .cpu_build import build_kernel, runtime_library
-from .cpu_translate import needs_fibers, unsupported
+from .cpu_build import runtime_library
+from .cpu_translate import needs_fibers
 from .kernel_args import argument_array
 
 OK, KERNEL_ERROR, OUT_OF_BOUNDS, CRASH, BAD_LAUNCH = range(5)
@@ -44,7 +46,9 @@ class LaunchConfig(ctypes.Structure):
 
 class CpuExecutor:
     def __init__(self, device: int):
-        self.runtime = ctypes.CDLL(str(runtime_library()), mode=ctypes.RTLD_GLOBAL)
+        # the parent built the runtime and names it: the cache is read-only in here
+        runtime = os.environ.get("CUDAOPT_CPU_RUNTIME") or str(runtime_library())
+        self.runtime = ctypes.CDLL(runtime, mode=ctypes.RTLD_GLOBAL)
         self.runtime.cudaopt_buffer_alloc.argtypes = [ctypes.POINTER(Buffer), ctypes.c_char_p, ctypes.c_size_t]
         self.runtime.cudaopt_buffer_free.argtypes = [ctypes.POINTER(Buffer)]
         self.runtime.cudaopt_runtime_version.restype = ctypes.c_char_p
@@ -59,16 +63,11 @@ class CpuExecutor:
         }
 
     def run_case(self, payload: dict) -> dict:
+        """``payload``: the request's fields plus ``library``, the kernel the parent built (see cpu.py)."""
+        library = Path(payload.pop("library"))
         request = CaseRequest.model_validate(payload)
-        refused = unsupported(request.source)
-        if refused:
-            return CaseRun(status="invalid_launch", error="CPU_UNSUPPORTED", message="\n".join(refused)).model_dump()
         start = time.perf_counter()
-        build = build_kernel(request.source, request.kernel_name, request.args, request.defines, request.options)
-        if not build.ok:
-            return CaseRun(status="launch_error", error="CPU_COMPILE_ERROR",
-                           message=f"g++ rejected the kernel:\n{build.log}").model_dump()
-        launch = self._kernel(build.path).cudaopt_launch
+        launch = self._kernel(library).cudaopt_launch
         load_ms = (time.perf_counter() - start) * 1e3
         start = time.perf_counter()
         buffers = self._allocate(request.args)
@@ -79,13 +78,6 @@ class CpuExecutor:
             if not self.dead:
                 for buf in buffers.values():
                     self.runtime.cudaopt_buffer_free(ctypes.byref(buf))
-
-    def race_check(self, payload: dict) -> dict:
-        """One launch of the case under ThreadSanitizer, in a separate executable (see cpu_racecheck)."""
-        from .cpu_racecheck import race_check  # only race checks need it
-
-        request = CaseRequest.model_validate(payload["request"])
-        return race_check(request, float(payload["timeout_s"])).model_dump()
 
     def _run(self, request: CaseRequest, launch, buffers: dict[str, Buffer], load_ms: float, setup_ms: float) -> CaseRun:
         table = (Buffer * max(1, len(buffers)))(*buffers.values())

@@ -27,17 +27,21 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import jail
 from ..errors import BackendUnavailable
 from ..execution import ArgSpec, CaseRequest, RaceReport
 from ..inputs import POISON_BYTE
+from ..jail import JailSpec, Limits
 from .cpu_build import (
     BUILD_TIMEOUT_S,
     RUNTIME_DIR,
     KernelBuild,
+    build_failure,
+    build_jail,
     cache_root,
     cap_log,
     compiler,
-    compiler_diagnostics,
+    run_build,
     runtime_hash,
     stub_include_dir,
 )
@@ -202,13 +206,12 @@ def build_race_executable(request: CaseRequest) -> KernelBuild:
         cmd = [cxx, *flags, f"-fdebug-prefix-map={tmp}=.", "-include", "cudaopt_cpu.h", f"-I{stub_include_dir()}",
                f"-I{RUNTIME_DIR}", "kernel.cpp", *objects, "-o", str(built)]
         start = time.perf_counter()
-        try:
-            out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=tmp)
-        except subprocess.TimeoutExpired:
-            return KernelBuild(False, None, f"g++ did not finish within {BUILD_TIMEOUT_S} s", BUILD_TIMEOUT_S * 1e3, False)
+        code, stderr = run_build(cmd, tmp, runtime)
         elapsed = (time.perf_counter() - start) * 1e3
-        if out.returncode != 0:
-            return KernelBuild(False, None, cap_log(compiler_diagnostics(out.stderr, tmp)), elapsed, False)
+        if code is None:
+            return KernelBuild(False, None, f"g++ did not finish within {BUILD_TIMEOUT_S} s", elapsed, False)
+        if code != 0:
+            return KernelBuild(False, None, cap_log(build_failure(code, stderr, tmp)), elapsed, False)
         target.with_suffix(".tls.json").write_text(json.dumps(_read_tls_symbols(built)))
         staged = target.with_name(f".{os.getpid()}.{target.name}")
         shutil.copyfile(built, staged)
@@ -219,9 +222,9 @@ def build_race_executable(request: CaseRequest) -> KernelBuild:
 
 def _read_tls_symbols(exe: Path) -> list[tuple[str, int, int]]:
     """(name, offset, size) of the kernel's thread_local variables, i.e. its static __shared__ ones."""
-    try:
-        out = subprocess.run(["readelf", "-sW", "-C", str(exe)], check=False, capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired):
+    # readelf parses a binary built from hostile source: jailed too
+    code, out, _ = jail.run(["readelf", "-sW", "-C", exe.name], build_jail(exe.parent), 60, cwd=str(exe.parent))
+    if code != 0:
         return []  # reports then say "shared memory" without the variable's name
     symbols = []
     for line in out.splitlines():
@@ -265,20 +268,18 @@ def _argument_bytes(arg: ArgSpec) -> bytes:
 
 
 def _run(exe: Path, launch_file: Path, timeout_s: float) -> tuple[int | None, str]:
-    """(exit code or None on timeout, stderr). Kernel printf goes to stdout and is dropped."""
-    env = dict(os.environ, TSAN_OPTIONS=" ".join(f"{k}={v}" for k, v in TSAN_OPTIONS.items()))
+    """(exit code or None on timeout, stderr). Kernel printf goes to stdout and is dropped.
+
+    The executable is the candidate as native code: it runs jailed, reading its own folder and writing
+    only the launch file's. No address-space limit: TSan reserves terabytes of shadow memory."""
+    spec = JailSpec(purpose="race check", python=False, read_only=(str(exe.parent),), writable=(str(launch_file.parent),),
+                    env={"TSAN_OPTIONS": " ".join(f"{k}={v}" for k, v in TSAN_OPTIONS.items())},
+                    limits=Limits(cpu_seconds=int(timeout_s * WORKERS) + 10, processes=16))
     command = [str(exe), str(launch_file)]
     # TSan needs a fixed address-space layout; on kernels with high mmap entropy it dies with
     # "unexpected memory mapping" unless ASLR is off for the process.
     for attempt in (command, ["setarch", platform.machine(), "-R", *command]):
-        with tempfile.TemporaryFile() as log:
-            try:
-                code = subprocess.run(attempt, check=False, stdout=subprocess.DEVNULL, stderr=log, env=env,
-                                      timeout=timeout_s).returncode
-            except subprocess.TimeoutExpired:
-                code = None
-            log.seek(0)
-            text = log.read(MAX_LOG_BYTES).decode(errors="replace")
+        code, _, text = jail.run(attempt, spec, timeout_s, cwd=str(launch_file.parent), max_output=MAX_LOG_BYTES)
         if "unexpected memory mapping" not in text or not shutil.which("setarch"):
             return code, text
     return code, text

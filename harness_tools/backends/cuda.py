@@ -10,6 +10,8 @@ import shutil
 import subprocess
 
 from ..errors import BackendUnavailable
+from ..input_files import inputs_root, scratch_root
+from ..jail import JailSpec, Limits
 from .worker_backend import WorkerBackend
 
 EXECUTOR = "harness_tools.backends.cuda_executor:CudaExecutor"
@@ -38,4 +40,11 @@ class CudaBackend(WorkerBackend):
                 "no NVIDIA GPU found on this machine (no /dev/nvidia* device, nvidia-smi lists none); "
                 "run on a GPU host or use --backend cpu"
             )
-        super().__init__(EXECUTOR, device)
+        super().__init__(EXECUTOR, device, spec=worker_jail())
+
+
+def worker_jail() -> JailSpec:
+    """The cuda worker: /dev/nvidia* and /sys for the driver, the inputs read-only, scratch writable. No
+    address-space limit: the driver's unified memory reserves far more virtual space than it uses."""
+    return JailSpec(purpose="cuda worker", gpu=True, read_only=(str(inputs_root()),), writable=(str(scratch_root()),),
+                    limits=Limits(processes=256))

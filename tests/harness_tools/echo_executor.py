@@ -11,10 +11,12 @@ class EchoExecutor:
         if device < 0:
             raise RuntimeError("no such device")
         self.device = device
+        self.instance = os.urandom(8).hex()
         self.dead = False
 
     def info(self) -> dict:
-        return {"pid": os.getpid(), "device": self.device}
+        # a pid says nothing in a jail (each worker is pid 2 of its own namespace): a random id names the process
+        return {"pid": os.getpid(), "instance": self.instance, "device": self.device}
 
     def echo(self, payload):
         return payload

@@ -5,28 +5,23 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from harness_tools.errors import BackendUnavailable, WorkerError
+from harness_tools.jail import JailSpec
 from harness_tools.worker import Worker, WorkerDied, WorkerTimeout
 
 ECHO = "tests.harness_tools.echo_executor:EchoExecutor"
-
-
-@pytest.fixture(autouse=True)
-def tests_importable_in_the_child(monkeypatch):
-    """The echo executor lives in tests/: the child finds it through PYTHONPATH."""
-    import os
-    from pathlib import Path
-
-    root = str(Path(__file__).resolve().parents[2])
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+ROOT = Path(__file__).resolve().parents[2]
+# The echo executor lives in tests/: the jail shows that folder and the child imports it from there.
+SPEC = JailSpec(purpose="test worker", read_only=(str(ROOT / "tests"),), env={"PYTHONPATH": str(ROOT)})
 
 
 @pytest.fixture
 def worker():
-    w = Worker(ECHO, device=0)
+    w = Worker(ECHO, device=0, spec=SPEC)
     yield w
     w.close()
 
@@ -38,12 +33,12 @@ def test_start_and_round_trip(worker):
 
 
 def test_timeout_kills_and_next_call_gets_a_fresh_process(worker):
-    first = worker.start()["pid"]
+    first = worker.start()["instance"]
     with pytest.raises(WorkerTimeout, match="no answer within 0.5 s"):
         worker.call("sleep", 30, timeout_s=0.5)
     assert not worker.alive
     assert worker.call("echo", 1, timeout_s=10) == 1
-    assert worker.info["pid"] != first and worker.restarts == 1
+    assert worker.info["instance"] != first and worker.restarts == 1
 
 
 def test_crash_is_reported_with_exit_code_and_recovered(worker):
@@ -54,10 +49,10 @@ def test_crash_is_reported_with_exit_code_and_recovered(worker):
 
 
 def test_dead_executor_answers_then_the_process_ends(worker):
-    first = worker.start()["pid"]
+    first = worker.start()["instance"]
     assert worker.call("poison", None, timeout_s=10) == "poisoned"
     assert worker.call("echo", 2, timeout_s=10) == 2
-    assert worker.info["pid"] != first
+    assert worker.info["instance"] != first
 
 
 def test_executor_bug_is_an_exception_with_its_traceback(worker):
@@ -68,15 +63,16 @@ def test_executor_bug_is_an_exception_with_its_traceback(worker):
 
 
 def test_failed_start_is_backend_unavailable():
-    w = Worker(ECHO, device=-1)
+    w = Worker(ECHO, device=-1, spec=SPEC)
     with pytest.raises(BackendUnavailable, match="no such device"):
         w.start()
 
 
 def test_child_stdout_never_reaches_parent_stdout(tmp_path):
     script = textwrap.dedent(f"""
+        from harness_tools.jail import JailSpec
         from harness_tools.worker import Worker
-        w = Worker({ECHO!r}, 0)
+        w = Worker({ECHO!r}, 0, JailSpec(purpose="t", read_only=({str(ROOT / "tests")!r},), env={{"PYTHONPATH": {str(ROOT)!r}}}))
         w.start()
         assert w.call("shout", "SECRET-PRINTF", 10) == "ok"
         w.close()

