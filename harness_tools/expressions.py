@@ -175,7 +175,8 @@ def _bounded(value: Number, source: str) -> Number:
         raise ExpressionError(f"{source!r} has a complex value")
     if isinstance(value, bool):
         return value
-    if isinstance(value, (int, float)) and abs(value) > MAX_MAGNITUDE and not math.isinf(value):
+    if isinstance(value, (int, float)) and abs(value) > MAX_MAGNITUDE and not (isinstance(value, float)
+                                                                              and math.isinf(value)):
         raise ExpressionError(f"{source[:80]!r} has a value beyond 2**64 in magnitude; sizes, launch dimensions and "
                               "byte counts all fit in 64 bits")
     return value

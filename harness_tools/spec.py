@@ -380,14 +380,19 @@ def spec_from_dict(raw: object, source: str) -> TaskSpec:
     try:
         spec = TaskSpec.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "(task)"
+        errors = exc.errors()
+        err = next((e for e in errors if e["type"] in _CAPS), errors[0])  # a cap says best what to change
+        field = ".".join(str(p) for p in err["loc"] if not _UNION_TAG.fullmatch(str(p))) or "(task)"
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
         raise TaskSpecError(source, field, validation_message(err) + more) from None
     problem = _inconsistency(spec)
     if problem:
         raise TaskSpecError(source, *problem)
     return spec
+
+
+_CAPS = ("too_long", "string_too_long")
+_UNION_TAG = re.compile(r"(constrained-)?(int|float|str)|function-after\[.*\]")
 
 
 def validation_message(err: dict) -> str:

@@ -123,8 +123,9 @@ def test_oversized_block_is_an_invalid_launch(cuda_backend):
     task, cand = _transpose(GOOD)
     cand = cand.model_copy(update={"launch": cand.launch.model_copy(update={"block": [64, 32]})})
     result = evaluate(task, cand, cuda_backend, EvaluationConfig(roles=["validation"]))
-    assert result.cases[0].run.status == "invalid_launch"
-    assert "2048 threads" in result.cases[0].run.message
+    # refused by the engine's check of CUDA's launch limits, before the worker is asked
+    assert result.cases[0].status == "run_error" and result.cases[0].run is None
+    assert "2048 threads" in result.cases[0].message
 
 
 def test_same_seed_replays_the_same_inputs(cuda_backend):

@@ -219,3 +219,43 @@ def test_names_in(expression, expected):
 def test_names_in_rejects_unparsable_text():
     with pytest.raises(ExpressionError):
         names_in("N +")
+
+
+# ---- bounded cost: expressions come from task files, models and remote clients --------------------------
+def test_a_ten_megabyte_expression_is_refused_before_parsing():
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(ExpressionError, match="at most 1000 are accepted"):
+        evaluate("N" + " + N" * 2_500_000, {"N": 1})
+    with pytest.raises(ExpressionError, match="at most 1000"):
+        names_in("1" * 1001)
+    assert time.perf_counter() - start < 1
+
+
+@pytest.mark.parametrize("expression", ["(" * 300 + "1" + ")" * 300, "-" * 400 + "1", "1 - (" * 40 + "1" + ")" * 40])
+def test_deep_nesting_is_refused(expression):
+    with pytest.raises(ExpressionError, match="deep"):
+        evaluate(expression, {})
+
+
+def test_nesting_within_the_limit_still_works():
+    assert evaluate("(" * 20 + "N" + ")" * 20, {"N": 3}) == 3
+
+
+@pytest.mark.parametrize("expression", ["10**10**10", "9 ** 9 ** 9", "2 ** 64 * 2 ** 64", "99999999999999999999999", "1e30 * N"])
+def test_huge_powers_literals_and_products_are_refused(expression):
+    with pytest.raises(ExpressionError):
+        evaluate(expression, {"N": 2})
+
+
+def test_huge_variables_and_numbers_are_refused():
+    with pytest.raises(ExpressionError, match="beyond 2\\*\\*64"):
+        evaluate("N + 1", {"N": 10 ** 5000})
+    with pytest.raises(ExpressionError, match="beyond 2\\*\\*64"):
+        evaluate(10 ** 5000, {})
+
+
+def test_nul_bytes_are_an_expression_error():
+    with pytest.raises(ExpressionError):
+        evaluate("N\x00", {"N": 1})
