@@ -46,6 +46,8 @@ PASSED_ENV = ("CUDAOPT_LOG", "CUDAOPT_CPU_THREADS", "CUDAOPT_CPU_FORCE_UCONTEXT"
               "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING", "LD_LIBRARY_PATH",
               "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "CXX", "LANG", "LC_ALL", "TZ")
 OUTPUT_CAP = 16 << 20
+TMP_BYTES = int(os.environ.get("CUDAOPT_JAIL_TMP_MB", "2048")) << 20
+SHM_BYTES = 256 << 20
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime",
               "/etc/passwd", "/etc/group", "/etc/nsswitch.conf")
@@ -214,17 +216,26 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def _environment(spec: JailSpec) -> dict[str, str]:
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
-    env.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp",
-                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(ENGINE_DIR.parent)})
+    env.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONPATH": os.pathsep.join([str(ENGINE_DIR.parent), *_package_path()])})
     env.setdefault("LANG", "C.UTF-8")
     env.update(spec.env)
     return env
 
 
+def _package_path() -> list[str]:
+    """Package folders the caller put on ``$PYTHONPATH`` (a wheelhouse target, say): never the source tree
+    the engine lives in (the engine is bound alone), the working folder, the home folder or the root."""
+    excluded = {str(ENGINE_DIR.parent), os.getcwd(), str(Path.home()), "/"}
+    entries = [os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return [p for p in dict.fromkeys(entries) if p not in excluded and Path(p).is_dir()]
+
+
 def _python_paths() -> list[str]:
-    """The interpreter, its standard library and every site folder, resolved; never the source tree."""
+    """The interpreter, its standard library, every site folder and :func:`_package_path`; never the source tree."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(sys.executable).resolve().parent.parent)}
     paths.update(site.getsitepackages())
+    paths.update(_package_path())
     user_site = site.getusersitepackages()
     if isinstance(user_site, str):
         paths.add(user_site)
@@ -245,8 +256,10 @@ def _bind_args(flag: str, paths) -> list[str]:
 
 def _bwrap_argv(binary: str, spec: JailSpec, argv: list[str], cwd: str | None = None) -> list[str]:
     args = [binary, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--hostname", "cudaopt-jail", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-            "--dir", "/var/tmp", "--chdir", cwd or "/tmp"]
+            "--hostname", "cudaopt-jail", "--proc", "/proc", "--dev", "/dev",
+            # tmpfs lives in RAM: sized, so a kernel cannot fill the host's memory through files
+            "--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
+            "--chdir", cwd or "/tmp"]
     for folder in _SYSTEM_DIRS:
         if os.path.islink(folder):
             args += ["--symlink", os.readlink(folder), folder]
@@ -266,6 +279,8 @@ def _bwrap_argv(binary: str, spec: JailSpec, argv: list[str], cwd: str | None = 
         args += _bind_args("--ro-bind", ["/sys/devices/system/cpu"])
     args += _bind_args("--ro-bind", spec.read_only)
     args += _bind_args("--bind", spec.writable)
+    # the jail's own root and /dev (tmpfs holding the mount points and device nodes) take no files
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     return [*args, "--", *argv]
 
 
