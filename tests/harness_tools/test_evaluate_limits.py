@@ -168,3 +168,30 @@ def test_a_case_bigger_than_the_gpu_is_refused_on_a_real_gpu(tmp_path, cuda_back
     assert f"{(info.memory_free_bytes or info.memory_bytes) / 1e9:.1f} GB" in str(refused.value)
     small = evaluate(task, candidates.baseline(task), cuda_backend, EvaluationConfig(roles=["validation"]))
     assert small.correct, small.failure
+
+
+def test_output_paths_a_backend_returns_are_read_only_inside_the_case_folder(tmp_path, cpu_backend):
+    """The worker runs candidate code: an answer naming a file elsewhere must not make the engine read it."""
+    import numpy as np
+
+    outside = tmp_path / "elsewhere.npy"
+    np.save(outside, np.zeros((33, 65), np.float32))
+
+    class Forging:
+        name = "cpu"
+
+        def device_info(self):
+            return cpu_backend.device_info()
+
+        def run_case(self, request, timeout_s):
+            run = cpu_backend.run_case(request, timeout_s)
+            run.outputs = {name: str(outside) for name in run.outputs}
+            return run
+
+        def close(self):
+            pass
+
+    task = resolve_task("transpose")
+    result = evaluate(task, candidates.baseline(task), Forging(), EvaluationConfig(roles=["validation"]))
+    assert not result.correct
+    assert all(c.status == "run_error" and "no output file for out" in c.message for c in result.cases)
