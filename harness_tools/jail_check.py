@@ -73,7 +73,7 @@ def check_jail(spec: JailSpec | None = None) -> list[JailCheck]:
         saved = {n: os.environ.get(n) for n in names}
         os.environ.update({n: secret_value for n in names if saved[n] is None})  # a secret to look for
         try:
-            code, out, err = jail.run([sys.executable, "-I", "-c", _PROBE, json.dumps(args)], spec, 60)
+            code, out, err = jail.run([sys.executable, "-P", "-c", _PROBE, json.dumps(args)], spec, 60)
         finally:
             for n, v in saved.items():
                 if v is None:
