@@ -243,46 +243,64 @@ def _python_paths() -> list[str]:
     return sorted(p for p in paths if p and Path(p).is_dir())
 
 
-def _bind_args(flag: str, paths) -> list[str]:
-    args: list[str] = []
-    for path in paths:
-        if not path:
-            continue
-        resolved = os.path.realpath(path)
-        args += [f"{flag}-try", resolved, resolved]
-        if resolved != os.path.abspath(path):  # keep the name the caller uses working inside too
-            args += ["--symlink", resolved, os.path.abspath(path)]
-    return args
+class _Binds:
+    """bwrap's mount arguments, skipping paths an earlier bind already shows (a bind or symlink over a
+    path inside another bind fails: /usr/local/cuda is a link inside /usr on many hosts)."""
+
+    def __init__(self):
+        self.args: list[str] = []
+        self._shown: list[str] = []
+
+    def _covered(self, path: str) -> bool:
+        return any(path == p or path.startswith(p.rstrip("/") + "/") for p in self._shown)
+
+    def add(self, flag: str, paths) -> None:
+        for path in paths:
+            if not path or not os.path.exists(path):
+                continue
+            wanted, resolved = os.path.abspath(path), os.path.realpath(path)
+            if flag == "--bind" or not self._covered(resolved):  # a writable bind may sit inside a read-only one
+                self.args += [flag, resolved, resolved]
+                self._shown.append(resolved)
+            if wanted != resolved and not self._covered(wanted):  # keep the caller's name working inside too
+                self.args += ["--symlink", resolved, wanted]
+                self._shown.append(wanted)
+
+    def raw(self, *args: str, shows: str | None = None) -> None:
+        self.args += args
+        if shows:
+            self._shown.append(shows)
 
 
 def _bwrap_argv(binary: str, spec: JailSpec, argv: list[str], cwd: str | None = None) -> list[str]:
-    args = [binary, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+    binds = _Binds()
+    for folder in _SYSTEM_DIRS:
+        if os.path.islink(folder):
+            binds.raw("--symlink", os.readlink(folder), folder)
+        elif os.path.isdir(folder):
+            binds.raw("--ro-bind", folder, folder, shows=folder)
+    binds.add("--ro-bind", _ETC_FILES)
+    if spec.python:
+        binds.add("--ro-bind", _python_paths())
+        binds.add("--ro-bind", [str(ENGINE_DIR)])
+    if spec.gpu:
+        binds.add("--ro-bind", ["/sys"])
+        for node in sorted(glob.glob("/dev/nvidia*")):
+            binds.raw("--dev-bind", node, node)
+        binds.add("--ro-bind", _GPU_DIRS)
+        binds.add("--ro-bind", os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep))
+    else:
+        binds.add("--ro-bind", ["/sys/devices/system/cpu"])
+    binds.add("--ro-bind", spec.read_only)
+    binds.add("--bind", spec.writable)
+    head = [binary, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--hostname", "cudaopt-jail", "--proc", "/proc", "--dev", "/dev",
             # tmpfs lives in RAM: sized, so a kernel cannot fill the host's memory through files
             "--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
             "--chdir", cwd or "/tmp"]
-    for folder in _SYSTEM_DIRS:
-        if os.path.islink(folder):
-            args += ["--symlink", os.readlink(folder), folder]
-        elif os.path.isdir(folder):
-            args += ["--ro-bind", folder, folder]
-    args += _bind_args("--ro-bind", _ETC_FILES)
-    if spec.python:
-        args += _bind_args("--ro-bind", _python_paths())
-        args += _bind_args("--ro-bind", [str(ENGINE_DIR)])
-    if spec.gpu:
-        args += ["--ro-bind", "/sys", "/sys"]
-        for node in sorted(glob.glob("/dev/nvidia*")):
-            args += ["--dev-bind", node, node]
-        args += _bind_args("--ro-bind", _GPU_DIRS)
-        args += _bind_args("--ro-bind", os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep))
-    else:
-        args += _bind_args("--ro-bind", ["/sys/devices/system/cpu"])
-    args += _bind_args("--ro-bind", spec.read_only)
-    args += _bind_args("--bind", spec.writable)
     # the jail's own root and /dev (tmpfs holding the mount points and device nodes) take no files
-    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    return [*args, "--", *argv]
+    tail = ["--remount-ro", "/dev", "--remount-ro", "/"]
+    return [*head, *binds.args, *tail, "--", *argv]
 
 
 __all__ = ["JailSpec", "JailStatus", "Limits", "popen", "release", "require_active", "run", "status", "wrap"]
