@@ -167,19 +167,24 @@ _DIAGNOSTIC = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): ")
 
 
 def filter_log(raw: str) -> str:
-    """Keep ptxas lines and diagnostics about the candidate; drop diagnostics that quote other files."""
+    """Keep ptxas' report and the diagnostics located in kernel.cu; drop every other one.
+
+    A diagnostic is its first line and the indented or blank lines under it (the quoted source line,
+    "detected during ..."). Lines split at LF only: a CR, form feed or other break inside a quoted line
+    of another file must not start a forged ``kernel.cu(1):`` line.
+    """
+    kept_start = re.compile(rf"{re.escape(PROGRAM_NAME)}\([0-9]+\): |ptxas[ \t]|"
+                            rf"At end of source: |Remark: The warnings can be suppressed |"
+                            rf"[0-9]+ errors? detected in the compilation of \"{re.escape(PROGRAM_NAME)}\"\.$")
     kept: list[str] = []
     dropped = 0
-    keep_current = True
-    for line in raw.replace("\x00", "").splitlines():
-        m = _DIAGNOSTIC.match(line)
-        if m:
-            keep_current = m.group("file") == PROGRAM_NAME
-            dropped += 0 if keep_current else 1
-        elif line.startswith("ptxas") or not line.startswith((" ", "\t")):
-            keep_current = not line.startswith("In file included from") and "/" not in line
-        if keep_current:
-            kept.append(line)
+    keep = False
+    for line in raw.replace("\x00", "").split("\n"):
+        if line[:1] not in ("", " ", "\t"):  # a new diagnostic; "At end of source" is the end of kernel.cu
+            keep = bool(kept_start.match(line))
+            dropped += not keep and bool(_DIAGNOSTIC.match(line))
+        if keep:
+            kept.append(line.rstrip("\r"))
     if dropped:
         kept.append(f"[{dropped} diagnostic(s) located in other files omitted]")
     return "\n".join(kept).strip()

@@ -9,13 +9,18 @@ NVRTC, the file's text would come back inside a diagnostic located in kernel.cu 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+import harness_tools
+from harness_tools.backends.cpu_build import compiler_diagnostics
 from harness_tools.candidate import Candidate
-from harness_tools.compile import compile_candidate
+from harness_tools.compile import compile_candidate, filter_log
 from harness_tools.include_guard import check_source
 
 ARCH = "sm_90"
@@ -75,6 +80,26 @@ BYPASSES = [
         'static const int a = 1\'0; static const char s[] = "\'/*";\n#include "{path}"\n// */\n',
         {1, 2},
     ),
+    # Desynchronisations seen against the old guard. A non-ASCII "digit" (Python's isdigit() says yes, no
+    # compiler does) started a pp-number that swallowed the quote, so the guard saw "/*" open a comment
+    # where NVRTC and g++ see a character literal, and the include below is real.
+    ("arabic-indic-digit", 'static const int v = \u0663\'a/*\';\n#include "{path}"\n// */\n', {1, 2}),
+    ("fullwidth-digit", 'static const int v = \uff11\'a/*\';\n#include "{path}"\n// */\n', {1, 2}),
+    # g++ takes `'` followed by `$` or UTF-8 into a number; the guard read a char literal, then a comment.
+    ("dollar-after-separator", 'static const int v = 1\'$\'/*\';\n#include "{path}"\n// */\n', {1, 2}),
+    ("utf8-after-separator", 'static const int v = 1\'\u0663\'/*\';\n#include "{path}"\n// */\n', {1, 2}),
+    ("fullwidth-hash", '\uff03include "{path}"\n', {1}),
+    # A lone CR ends a line for g++ (and, normalised, for NVRTC): the include is not inside the comment.
+    ("lone-cr", '// a kernel\r#include "{path}"\n', {2}),
+    ("crlf-splice", '// a kernel\r\n#inc\\\r\nlude "{path}"\r\n', {2, 3}),
+    ("cr-splice", '#inc\\\rlude "{path}"\r', {1, 2}),
+    # g++ splices a backslash followed by blanks; NVRTC does not.
+    ("spaced-splice", '#define X 1 \\ \n#include "{path}"\n', {1, 2}),
+    # A file name in #line (or a GNU line marker) makes g++ quote that file's lines in diagnostics.
+    ("line-file", '#line 12 "{path}"\n', {1}),
+    ("line-marker", '# 12 "{path}"\n', {1}),
+    ("line-macro", '#define F 12 "{path}"\n#line F\n', {2}),
+    ("pragma-dependency-through-macro", '#define P(x) _Pragma(#x)\nP(GCC dependency "{path}")\n', {2}),
 ]
 IDS = [b[0] for b in BYPASSES]
 
@@ -108,12 +133,16 @@ def exfiltration_source(fragment: str, path: str) -> str:
     )
 
 
-def test_the_exfiltration_form_would_leak_through_plain_nvrtc(secret):
+FRAGMENTS = {name: fragment for name, fragment, _ in BYPASSES}
+
+
+@pytest.mark.parametrize("name", ["quote", "arabic-indic-digit", "fullwidth-digit", "crlf-splice", "spaced-splice"])
+def test_the_exfiltration_form_would_leak_through_plain_nvrtc(secret, name):
     """Control: without the guard, NVRTC reads the file and puts its text in a kernel.cu diagnostic."""
     from cuda.bindings import nvrtc
 
     path, token = secret
-    source = exfiltration_source('#include "{path}"\n', path)
+    source = exfiltration_source(FRAGMENTS[name], path)
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"kernel.cu", 0, [], [])
     assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS
     try:
@@ -275,3 +304,167 @@ def test_include_text_in_comments_and_literals_is_not_refused(source):
     assert check_source(source).ok, check_source(source).refusals
     result = compile_candidate(candidate(source), ARCH)
     assert result.ok, result.log
+
+
+# ---- desynchronisation rules ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "line", "words"),
+    [
+        ("int a;\n__device__ int \u0663 = 1;\n", 2, "U+0663"),
+        ("__device__ int x\uff10 = 1;\n", 1, "U+FF10"),
+        ("__device__ int x = 1;\u00a0\n", 1, "U+00A0"),
+        ("__device__ int a$b = 1;\n", 1, "'$'"),
+        ("__device__ int \\u0041 = 1;\n", 1, "backslash"),
+        ("__device__ int x = 1;\n\\ \n", 2, "blanks"),
+        ("__device__ char c = 'a;\n", 1, "unterminated ' literal"),
+        ('__device__ const char* s = "a;\n', 1, 'unterminated " literal'),
+        ("__device__ int x;\n/* never closed\n", 2, "unterminated /* comment"),
+        ("__device__ int x = 1''0;\n", 1, "digit separator"),
+        ("__device__ int x = 1'.0;\n", 1, "digit separator"),
+        ("#define X 1\x0c\n", 1, "form feed"),
+        ("#\x0bdefine X 1\n", 1, "form feed"),
+        ("__device__ int x\x1a = 1;\n", 1, "U+001A"),
+        ("// x\x85y\n", 1, "U+0085"),
+        ("__device__ int x; // \ud800\n", 1, "Unicode"),
+        ("#line 0x10\n", 1, "#line"),
+        ("#line 12 foo\n", 1, "#line"),
+        ("#line \u0661\u0662\n", 1, "#line"),
+        ("#!x\n", 1, "bare #"),
+        ('#define P(x) _Pragma(#x)\n#define W import\n', 2, "_Pragma"),
+        ('_Pragma("unroll")\n#define CAT(a, b) a##b\n', 2, "token pasting"),
+    ],
+)
+def test_desynchronising_text_is_refused(source, line, words):
+    verdict = check_source(source + KERNEL)
+    assert not verdict.ok
+    text = "\n".join(verdict.refusals)
+    assert f"kernel.cu({line}): " in text and words in text, verdict.refusals
+
+
+@pytest.mark.parametrize("end", ["\\", "\\\n"])
+def test_a_splice_on_the_last_line_is_refused(end):
+    # The cpu backend appends its launcher to the source: a final splice would join its first line.
+    refusals = check_source(KERNEL + "// x " + end).refusals
+    assert refusals == ["kernel.cu(2): the last line ends with a backslash (a line splice into nothing)"]
+
+
+def test_non_ascii_refusal_names_the_character_and_the_rule():
+    (refusal,) = check_source("__device__ int x = \u0663;\n" + KERNEL).refusals
+    assert refusal.startswith("kernel.cu(1): character U+0663 (ARABIC-INDIC DIGIT THREE)")
+    assert "must be ASCII" in refusal
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "// \u00b5s, 4\u00b7ITEMS, \u0663, \uff03include\n" + KERNEL,
+        '__device__ const char s[] = "\u00b5s \u0663\uff11";\n' + KERNEL,
+        "__device__ const char c = '$';\n__device__ const char* d = \"$\\\\\";\n" + KERNEL,
+        "#line 12\n" + KERNEL,
+        "#\n#pragma once\n" + KERNEL,
+        "__device__ int v = 1'000'000 + 0x1'F + (int)1'000.5e+1f;\n" + KERNEL,
+        '_Pragma("unroll")\n' + KERNEL,
+        "#define F(a) a\n\x0c\n" + KERNEL,
+    ],
+    ids=["non-ascii-comment", "non-ascii-string", "dollar-backslash-in-literals", "line-number",
+         "null-directive", "digit-separators", "pragma-operator", "form-feed-outside-directive"],
+)
+def test_harmless_text_is_accepted(source):
+    verdict = check_source(source)
+    assert verdict.ok, verdict.refusals
+    assert compile_candidate(candidate(source), ARCH).ok
+
+
+@pytest.mark.parametrize("eol", ["\r\n", "\r"])
+def test_cr_line_ends_are_normalised_and_keep_their_line_numbers(eol):
+    source = eol.join(["// one", "#include <cstdint>", 'extern "C" __global__ void k(float* x) {', "  x[0] = ;", "}", ""])
+    verdict = check_source(source)
+    assert verdict.ok and verdict.source == source.replace(eol, "\n")
+    assert check_source(source.replace("<cstdint>", "</etc/passwd>")).refusals[0].startswith("kernel.cu(2): ")
+    result = compile_candidate(candidate(source), ARCH)
+    assert result.status == "error" and "kernel.cu(4): error" in result.log, result.log
+
+
+def test_every_bundled_kernel_passes_the_guard():
+    kernels = sorted(Path(harness_tools.__file__).parent.glob("tasks/*/*.cu"))
+    assert kernels
+    for path in kernels:
+        assert check_source(path.read_text()).ok, (path, check_source(path.read_text()).refusals)
+
+
+# ---- what of the compilers' logs reaches the caller ------------------------------------------------
+
+
+def test_filter_log_keeps_only_kernel_cu_and_ptxas():
+    raw = "\n".join([
+        "kernel.cu(3): error: identifier \"y\" is undefined",
+        "    x[0] = y;",
+        "           ^",
+        "",
+        "/etc/secret.h(1): error: expected a declaration",
+        "  SECRET_A\rkernel.cu(1): error: SECRET_B\x0ckernel.cu(2): SECRET_C",
+        "  ^",
+        "In file included from /etc/secret.h:1,",
+        "kernel.cu: SECRET_D",
+        "Note #3326-D: SECRET_E",
+        "ptxas info    : Function properties for k",
+        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads",
+        "At end of source: error: expected a \")\"",
+        '1 error detected in the compilation of "kernel.cu".',
+    ])
+    log = filter_log(raw)
+    assert "SECRET" not in log
+    assert 'kernel.cu(3): error: identifier "y" is undefined\n    x[0] = y;' in log
+    assert "0 bytes stack frame" in log and "At end of source" in log and "1 error detected" in log
+    assert "[1 diagnostic(s) located in other files omitted]" in log
+
+
+def test_compiler_diagnostics_keep_only_kernel_cu():
+    stderr = "\n".join([
+        "In file included from /tmp/x/kernel.cpp:1,",
+        "                 from kernel.cu:3:",
+        "/etc/secret.h:1:9: error: expected primary-expression",
+        "    1 | SECRET_A\rkernel.cu:1:1: error: SECRET_B",
+        "      |         ^",
+        "kernel.cu: In function \u2018void k(float*)\u2019:",
+        "kernel.cu:4:12: error: expected primary-expression before \u2018;\u2019 token",
+        "kernel.cu:5:10:   required from here",
+        "cudaopt_cpu.h:9: note: SECRET_C",
+        "compilation terminated.",
+    ])
+    text = compiler_diagnostics(stderr, "/tmp/x")
+    assert "SECRET" not in text
+    assert "kernel.cu:4:12: error" in text and "kernel.cu: In function" in text and "required from here" in text
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_gxx_quoting_a_renamed_file_is_dropped(secret, tmp_path):
+    """Control and fix: g++ quotes the lines of a #line-named file; compiler_diagnostics drops them."""
+    path, token = secret
+    (tmp_path / "kernel.cpp").write_text(f'#line 1 "kernel.cu"\nint a = ;\n#line 1 "{path}"\nint b = ;\n')
+    out = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "kernel.cpp"], cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert token in out.stderr  # what a #line with a file name would leak
+    text = compiler_diagnostics(out.stderr, str(tmp_path))
+    assert token not in text and path not in text
+    assert "kernel.cu:1:9: error" in text
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+@pytest.mark.parametrize("form", ["lone-cr", "line-marker"])
+def test_these_forms_would_leak_through_plain_gxx(secret, tmp_path, form):
+    """Control for the cpu backend's compiler: g++ reads the file (a lone CR ends the comment; a line marker
+    renames the source, so g++ quotes the file's lines); the guard refuses both."""
+    path, token = secret
+    if form == "lone-cr":
+        source = exfiltration_source(FRAGMENTS["lone-cr"], path)
+    else:
+        source = f'# 1 "{path}"\nint b = ;\n'
+    (tmp_path / "kernel.cpp").write_text(source, newline="")
+    out = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "kernel.cpp"], cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert token in out.stderr
+    assert not check_source(source).ok
+    assert token not in compiler_diagnostics(out.stderr, str(tmp_path))
