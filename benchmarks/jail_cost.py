@@ -41,8 +41,7 @@ def child(backend_name: str, evals: int, reps: int) -> dict:
     started = time.perf_counter()
     backend = create_backend(backend_name)
     out["start_ms"] = (time.perf_counter() - started) * 1e3
-    config = EvaluationConfig(seed=7, timing=TimingPlan(warmup=3, reps=reps),
-                              roles=None if backend_name == "cuda" else ["validation", "performance"])
+    config = EvaluationConfig(seed=7, timing=TimingPlan(warmup=3, reps=reps), roles=["validation", "performance"])
     try:
         for name, point in TUNED.items():
             task = resolve_task(name)
