@@ -13,6 +13,7 @@ Applied in the child between fork and exec (so they hold for the jail and everyt
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import logging
 import os
@@ -21,6 +22,7 @@ import resource
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,13 +83,45 @@ class _Cgroup:
         return self.folder / "cgroup.procs"
 
     def close(self) -> None:
-        try:
-            self.folder.rmdir()
-        except OSError:
-            pass
+        """Remove it now, or as soon as its last process is gone (a killed jail's members die a moment later)."""
+        if not _remove(self.folder):
+            with _PENDING_LOCK:
+                _PENDING.append(self.folder)
 
 
 _COUNTER = iter(range(1 << 62))
+_PENDING: list[Path] = []
+_PENDING_LOCK = threading.Lock()
+
+
+def _remove(folder: Path) -> bool:
+    try:
+        folder.rmdir()
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def _sweep(base: Path) -> None:
+    """Remove our cgroups whose processes are gone: pending ones of ours, and those of dead processes."""
+    with _PENDING_LOCK:
+        _PENDING[:] = [f for f in _PENDING if not _remove(f)]
+    for folder in base.glob("cudaopt-*-*"):
+        owner = folder.name.split("-")[1]
+        if owner.isdigit() and int(owner) != os.getpid() and not Path(f"/proc/{owner}").exists():
+            _remove(folder)
+
+
+def _sweep_at_exit() -> None:
+    base = _BASE[0] if _BASE else None
+    if base is not None:
+        for _ in range(20):  # members of a jail killed just now need a moment to go
+            _sweep(base)
+            if not _PENDING:
+                return
+            time.sleep(0.05)
 
 
 def _cgroup_base() -> Path | None:
@@ -119,6 +153,7 @@ def cgroup_available() -> Path | None:
     with _BASE_LOCK:
         if not _BASE:
             _BASE.append(_cgroup_base())
+            atexit.register(_sweep_at_exit)
         return _BASE[0]
 
 
@@ -127,6 +162,7 @@ def cgroup_for(limits: Limits) -> _Cgroup | None:
     base = cgroup_available() if limits.processes is not None else None
     if base is None:
         return None
+    _sweep(base)
     folder = base / f"cudaopt-{os.getpid()}-{next(_COUNTER)}"
     try:
         folder.mkdir()

