@@ -30,7 +30,16 @@ def worker_jail() -> JailSpec:
     runtime = runtime_library()  # built here, before any jail: the worker cannot write the cache
     return JailSpec(purpose="cpu worker", read_only=(str(runtime.parent), str(kernel_cache()), str(inputs_root())),
                     writable=(str(scratch_root()),), env={"CUDAOPT_CPU_RUNTIME": str(runtime)},
-                    limits=Limits(processes=64 + 2 * (os.cpu_count() or 1)))
+                    limits=Limits(address_space=memory_limit(), processes=64 + 2 * (os.cpu_count() or 1)))
+
+
+def memory_limit() -> int:
+    """The cpu worker's address space: ``CUDAOPT_CPU_MEMORY_MB``, default half the machine's memory (a worker
+    running the bundled tasks peaks near 0.7 GB of address space; cases are checked against free memory first)."""
+    given = os.environ.get("CUDAOPT_CPU_MEMORY_MB")
+    if given:
+        return int(given) << 20
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
 
 
 class CpuBackend(WorkerBackend):
