@@ -188,6 +188,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         outputs_dir=str(args.keep / "outputs") if args.keep else None,
         race_check=args.race_check,
     )
+    _say_if_unjailed()
     backend = create_backend(backend_name)
     try:
         result = evaluate(task, cand, backend, config)
@@ -235,6 +236,14 @@ def _assignments(items: list[str], convert) -> dict:
             raise ValueError(f"expected NAME=VALUE, got {item!r}")
         out[name.strip()] = convert(value.strip())
     return out
+
+
+def _say_if_unjailed() -> None:
+    from harness_tools import jail
+
+    state = jail.require_active()  # CUDAOPT_JAIL=require: an error (exit 2) instead of an unjailed run
+    if not state.active:
+        print(f"cudaopt: warning: the kernel runs unjailed ({state.detail}); `cudaopt doctor` says more", file=sys.stderr)
 
 
 def _default_backend() -> str:
