@@ -7,8 +7,9 @@ calls other than the functions below, no names other than the given variables.
 
 They come from task files, models and remote clients, so their cost is bounded before any work:
 at most ``MAX_EXPRESSION_CHARS`` characters and ``MAX_DEPTH`` levels of nesting (checked before
-and after parsing), and every literal, variable, intermediate and result within ``2**64`` in magnitude
-(exponents and shifts are checked before they are computed). Parsed trees are cached by text.
+and after parsing), and every integer literal, variable, intermediate and result within ``2**64`` in magnitude
+(exponents and shifts are checked before they are computed; floats may be any size, since they cost
+the same at every size). Parsed trees are cached by text.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def evaluate_int(expression: str | Number, variables: Mapping[str, Number]) -> i
         if not value.is_integer():
             raise ExpressionError(f"{expression!r} = {value} is not an integer")
         value = int(value)
-    return int(value)
+    return int(_bounded(int(value), str(expression)))
 
 
 def names_in(expression: str | Number) -> set[str]:
@@ -175,8 +176,7 @@ def _bounded(value: Number, source: str) -> Number:
         raise ExpressionError(f"{source!r} has a complex value")
     if isinstance(value, bool):
         return value
-    if isinstance(value, (int, float)) and abs(value) > MAX_MAGNITUDE and not (isinstance(value, float)
-                                                                              and math.isinf(value)):
+    if isinstance(value, int) and abs(value) > MAX_MAGNITUDE:  # a float costs the same at any magnitude
         raise ExpressionError(f"{source[:80]!r} has a value beyond 2**64 in magnitude; sizes, launch dimensions and "
                               "byte counts all fit in 64 bits")
     return value

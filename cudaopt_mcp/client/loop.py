@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -117,9 +118,20 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
 async def _open_run(session: Session, config: LoopConfig) -> tuple[str, str, TaskSummary]:
     if config.run_id:
         out = (await session.call("get_run", run_id=config.run_id)).data
-        return out["run"]["run_id"], out["run"]["backend"], TaskSummary.model_validate(out["task"])
+        return _run_id(out["run"]["run_id"]), out["run"]["backend"], TaskSummary.model_validate(out["task"])
     out = (await session.call("create_run", task=config.task)).data
-    return out["run_id"], out["backend"], TaskSummary.model_validate(out["task"])
+    return _run_id(out["run_id"]), out["backend"], TaskSummary.model_validate(out["task"])
+
+
+_RUN_ID = re.compile(r"run-[0-9]{3,9}", re.ASCII)
+
+
+def _run_id(value: object) -> str:
+    """The server's run id names a folder under --results here: only an id like run-001 is used."""
+    if not isinstance(value, str) or not _RUN_ID.fullmatch(value):
+        raise SessionError(f"the server answered with run id {str(value)[:80]!r}, which is not like run-001; it "
+                           "would name a folder outside --results")
+    return value
 
 
 # While searching on a GPU, 3 + 30 launches rank configurations as well as 10 + 100 (cold-L2 medians vary by
