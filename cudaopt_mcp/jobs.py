@@ -28,7 +28,7 @@ from harness_tools.errors import HarnessError
 from . import inspect_steps, steps
 from .state import ServerState
 from .tool_calls import state_of, tool, tool_result
-from .tool_models import EvaluateOutput, ProfileOutput, SanitizeOutput
+from .tool_models import CaseArg, EvaluateOutput, JobId, ProfileOutput, SanitizeOutput
 from .tools import (
     ADDITIVE,
     READ_ONLY,
@@ -143,9 +143,10 @@ def register(server: MCPServer, table: JobTable) -> None:
                                what: Annotated[Literal["evaluate", "profile", "sanitize"],
                                                Field(description="the work: evaluate (default), or profile / sanitize "
                                                                  "of candidate_id")] = "evaluate",
-                               case: Annotated[str | None, Field(description="profile: the performance case")] = None,
+                               case: CaseArg = None,
                                sanitizers: Annotated[list[Literal["memcheck", "racecheck", "initcheck", "synccheck"]] | None,
-                                                     Field(description="sanitize: the compute-sanitizer tools")] = None,
+                                                     Field(max_length=4, description="sanitize: the compute-sanitizer "
+                                                                                     "tools")] = None,
                                ) -> Annotated[CallToolResult, JobOutput]:
         """Like evaluate (or profile / sanitize with `what`), but for work that may take longer than your
         tool-call limit (big performance cases, many repetitions, slow kernels, racecheck over many cases):
@@ -173,8 +174,7 @@ def register(server: MCPServer, table: JobTable) -> None:
         return tool_result(out, f"started {out.job_id} ({what}) on {run_id}; poll job(job_id='{out.job_id}')")
 
     @tool(server, annotations=READ_ONLY)
-    async def job(job_id: Annotated[str, Field(description="job id returned by start_evaluation, e.g. 'job-0001'")],
-                  ) -> Annotated[CallToolResult, JobOutput]:
+    async def job(job_id: JobId) -> Annotated[CallToolResult, JobOutput]:
         """Progress of background work started with start_evaluation: status running / done / failed, the
         current stage and elapsed time; once done, the complete result (evaluation, profile or sanitize)."""
         out = table.get(job_id).snapshot()
