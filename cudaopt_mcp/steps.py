@@ -227,6 +227,10 @@ def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: s
     progress(0, 4, f"waiting for run {run_id}")
     with store.locked(run_id):
         task = store.task(run_id)
+        roles = roles or (["performance"] if step == "time" else task.spec.default_roles(state.backend_name))
+        # a case too big for this machine is refused before anything is registered, compiled, drawn or allocated
+        check_memory(task, task.spec.cases_for(roles, state.backend_name), state.backend_name,
+                     state.backend().device_info())
         if candidate_id is not None:
             cand = load_candidate(state, run_id, candidate_id)
         else:
@@ -242,14 +246,10 @@ def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: s
 
 
 def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, task: Task, cand: Candidate,
-             roles: list[Role] | None, progress: Progress, config: EvaluationConfig) -> EvaluateOutput:
+             roles: list[Role], progress: Progress, config: EvaluationConfig) -> EvaluateOutput:
     """The body of a step, under the run's lock: compile, launch, store, update baseline/best, log."""
     store = state.store
     progress(1, 4, f"compiling {candidate_id}")
-    roles = roles or (["performance"] if step == "time" else task.spec.default_roles(state.backend_name))
-    # a case too big for this machine is refused before anything is compiled, drawn or allocated
-    check_memory(task, task.spec.cases_for(roles, state.backend_name), state.backend_name,
-                 state.backend().device_info())
     started = time.perf_counter()  # the budget (timeout_s) covers the compile and every case, not waiting for locks
     compiled = _compile(state, run_id, candidate_id, cand, timeout_s=compile_budget(config.timeout_s))
     left = config.timeout_s - (time.perf_counter() - started)

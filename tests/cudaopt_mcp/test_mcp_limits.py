@@ -130,6 +130,7 @@ def test_a_case_too_big_for_this_machine_is_a_clear_refusal_and_the_run_goes_on(
             assert refused.is_error and "case perf_big needs about" in text(refused)
             assert "GB of memory available" in text(refused) and "roles=['validation']" in text(refused)
             assert "MemoryError" not in text(refused) and "Traceback" not in text(refused)
+            assert (await call(c, "get_run", run_id=run_id)).structured_content["run"]["candidates"] == 0  # budget kept
             ok = await call(c, "evaluate", run_id=run_id, roles=["validation"])
             assert not ok.is_error, text(ok)
     anyio.run(main)
