@@ -16,6 +16,7 @@ after a crash it stays, and the candidate reads as ``interrupted`` until it is e
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -37,6 +38,7 @@ from harness_tools.evaluate import (
     check_memory,
     compile_budget,
     evaluate,
+    open_worker_file,
 )
 from harness_tools.input_files import scratch_dir
 from harness_tools.spec import MAX_TASK_FILE_BYTES, Expr, LaunchSpec, Task, bundled_task_names, load_task, resolve_task
@@ -339,23 +341,31 @@ def _validated(task: Task, folder: Path) -> bool:
 
 
 def _keep_outputs(result: EvaluationResult, scratch: Path, folder: Path) -> list[str]:
-    """Move each case's outputs (when small) into the candidate folder; inputs are replayable from the seed."""
+    """Copy each case's outputs (when small) into the candidate folder; inputs are replayable from the seed.
+
+    The worker wrote them and runs candidate code: each file is opened once (never through a link, only
+    inside ``scratch``) and its content copied, so nothing it swaps in later reaches the results folder."""
     target = folder / "outputs"
     shutil.rmtree(target, ignore_errors=True)
     kept = []
     for case in result.cases:
-        if case.run is None or not case.run.outputs:
+        if case.run is None or not case.run.outputs or not ARTIFACT.match(case.name):
             continue
-        files = {name: Path(p) for name, p in case.run.outputs.items()
-                 if Path(p).is_file() and not Path(p).is_symlink() and Path(p).resolve().is_relative_to(scratch.resolve())
-                 and ARTIFACT.match(name) and ARTIFACT.match(case.name)}
-        limit = KEEP_PASSED_OUTPUT_BYTES if case.passed else KEEP_OUTPUT_BYTES
-        if not files or sum(p.stat().st_size for p in files.values()) > limit:
-            case.run.outputs = {}
-            continue
-        (target / case.name).mkdir(parents=True, exist_ok=True)
-        for name, path in files.items():
-            shutil.move(str(path), target / case.name / f"{name}.npy")
+        handles = {name: open_worker_file(path, scratch) for name, path in case.run.outputs.items()
+                   if ARTIFACT.match(name)}
+        files = {name: handle for name, handle in handles.items() if handle is not None}
+        try:
+            limit = KEEP_PASSED_OUTPUT_BYTES if case.passed else KEEP_OUTPUT_BYTES
+            if not files or sum(os.fstat(h.fileno()).st_size for h in files.values()) > limit:
+                case.run.outputs = {}
+                continue
+            (target / case.name).mkdir(parents=True, exist_ok=True)
+            for name, handle in files.items():
+                with open(target / case.name / f"{name}.npy", "wb") as out:
+                    shutil.copyfileobj(handle, out)
+        finally:
+            for handle in files.values():
+                handle.close()
         case.run.outputs = {name: f"outputs/{case.name}/{name}.npy" for name in files}
         kept.append(case.name)
     return kept

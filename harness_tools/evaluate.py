@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -275,14 +277,18 @@ class _CaseRunner:
         t0 = time.perf_counter()
         spec = self.task.spec
         # the worker runs candidate code: read only files it wrote where it was told to, for the buffers asked for
-        missing = [b.name for b in spec.outputs if not _inside(out_dir, run.outputs.get(b.name))]
+        handles = {b.name: open_worker_file(run.outputs.get(b.name), out_dir) for b in spec.outputs}
+        missing = [name for name, handle in handles.items() if handle is None]
         if missing:
+            for handle in handles.values():
+                if handle is not None:
+                    handle.close()
             result.message = f"the backend returned no output file for {', '.join(missing)} in the case's output folder"
             run.outputs = {}
             return result
         run.outputs = {b.name: run.outputs[b.name] for b in spec.outputs}
         for buf in spec.outputs:
-            got = _load_output(run.outputs[buf.name])
+            got = _load_output(handles[buf.name])
             result.outputs.append(compare(buf.name, got, expected[buf.name], spec.tolerance[buf.dtype], case.sizes))
         self.overhead.compare_ms += (time.perf_counter() - t0) * 1e3
         result.max_abs_err = max(o.max_abs_err for o in result.outputs)
@@ -325,17 +331,36 @@ class _CaseRunner:
         return flops, gbps
 
 
-def _inside(folder: Path, path: str | None) -> bool:
-    """Whether ``path`` is a regular file inside ``folder`` once every link is resolved."""
+def open_worker_file(path: str | Path | None, root: Path) -> BinaryIO | None:
+    """A file a worker wrote, opened for reading, or None when it is not a regular file inside ``root``.
+
+    The worker runs candidate code, which may swap its files for links at any moment: the last component
+    is opened without following a link, and the file actually opened (its /proc/self/fd link) must lie
+    inside ``root``; everything after that reads the opened file, never the path again."""
     if not path:
-        return False
-    resolved = Path(path).resolve()
-    return resolved.is_relative_to(folder.resolve()) and resolved.is_file()
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    handle = os.fdopen(fd, "rb")
+    try:
+        proc = Path(f"/proc/self/fd/{fd}")
+        real = Path(os.readlink(proc)) if proc.is_symlink() else Path(os.path.realpath(path))
+        if stat.S_ISREG(os.fstat(fd).st_mode) and real.is_relative_to(root.resolve()):
+            return handle
+    except OSError:
+        pass
+    handle.close()
+    return None
 
 
-def _load_output(path: str) -> np.ndarray:
+def _load_output(handle: BinaryIO) -> np.ndarray:
     """A big output is mapped, not copied: it is read once, straight from the (usually in-memory) file."""
-    return np.load(path, mmap_mode="r" if Path(path).stat().st_size > (1 << 20) else None)
+    with handle:
+        if os.fstat(handle.fileno()).st_size > (1 << 20) and Path(f"/proc/self/fd/{handle.fileno()}").exists():
+            return np.load(f"/proc/self/fd/{handle.fileno()}", mmap_mode="r")  # the opened file, not the path
+        return np.load(handle)
 
 
 def case_inputs(task: Task, case: Case, seed: int) -> tuple[dict[str, np.ndarray], dict[str, Path]]:

@@ -170,8 +170,12 @@ def test_a_case_bigger_than_the_gpu_is_refused_on_a_real_gpu(tmp_path, cuda_back
     assert small.correct, small.failure
 
 
-def test_output_paths_a_backend_returns_are_read_only_inside_the_case_folder(tmp_path, cpu_backend):
-    """The worker runs candidate code: an answer naming a file elsewhere must not make the engine read it."""
+@pytest.mark.parametrize("forgery", ["path elsewhere", "link in place"])
+def test_output_paths_a_backend_returns_are_read_only_inside_the_case_folder(tmp_path, cpu_backend, forgery):
+    """The worker runs candidate code: an answer naming a file elsewhere, or an output swapped for a link to
+    one, must not make the engine read it."""
+    import os
+
     import numpy as np
 
     outside = tmp_path / "elsewhere.npy"
@@ -185,7 +189,12 @@ def test_output_paths_a_backend_returns_are_read_only_inside_the_case_folder(tmp
 
         def run_case(self, request, timeout_s):
             run = cpu_backend.run_case(request, timeout_s)
-            run.outputs = {name: str(outside) for name in run.outputs}
+            if forgery == "path elsewhere":
+                run.outputs = {name: str(outside) for name in run.outputs}
+            else:
+                for path in run.outputs.values():
+                    os.symlink(outside, path + ".link")
+                    os.replace(path + ".link", path)
             return run
 
         def close(self):
