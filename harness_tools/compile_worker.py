@@ -48,6 +48,10 @@ class NvrtcExecutor:
 
         result = _run_nvrtc(payload["source"], payload["options"], payload["arch"], payload["kernel"],
                             payload["version"])
+        if not result.ok and "out of memory" in result.full_log.lower():
+            note = (f"\nNVRTC ran out of memory: this compile may use at most {MEMORY_MB} MiB "
+                    "(CUDAOPT_COMPILE_MEMORY_MB); a source that needs more (a template or unrolling explosion) is stopped there")
+            result = result.model_copy(update={"log": result.log + note, "full_log": result.full_log + note})
         # full_log and cubin are excluded from dumps on purpose; they must cross the pipe all the same.
         return {**result.model_dump(), "full_log": result.full_log, "cubin": result.cubin}
 

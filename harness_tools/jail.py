@@ -54,6 +54,37 @@ _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/
 _GPU_DIRS = ("/usr/local/cuda", "/usr/local/nvidia", "/opt/nvidia", "/run/nvidia-persistenced")
 
 
+# Syscalls a jailed process never needs and an attacker wants (x86-64 numbers): tracing or reading other
+# processes (a candidate could stop the jail's init and wedge its parent), kernel keyrings, BPF, module and
+# kexec loading, mounts and new namespaces, io_uring (its operations bypass this filter), handle-based opens.
+_DENIED_SYSCALLS = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "keyctl": 250,
+                    "add_key": 248, "request_key": 249, "bpf": 321, "userfaultfd": 323, "kexec_load": 246,
+                    "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
+                    "open_by_handle_at": 304, "name_to_handle_at": 303, "mount": 165, "umount2": 166,
+                    "pivot_root": 155, "chroot": 161, "swapon": 167, "swapoff": 168, "reboot": 169, "syslog": 103,
+                    "acct": 163, "unshare": 272, "setns": 308, "open_tree": 428, "move_mount": 429, "fsopen": 430,
+                    "fsconfig": 431, "fsmount": 432, "fspick": 433, "io_uring_setup": 425, "io_uring_enter": 426,
+                    "io_uring_register": 427}
+
+
+def seccomp_program() -> bytes | None:
+    """A classic-BPF seccomp filter: the syscalls above fail with EPERM, x32 calls too, a foreign
+    architecture is killed; None off x86-64 (no filter there yet)."""
+    import platform
+    import struct
+
+    if platform.machine() != "x86_64":
+        return None
+    denied = sorted(_DENIED_SYSCALLS.values())
+    errno_at = 5 + len(denied) + 1  # index of the final "return EPERM"
+    ins = [(0x20, 0, 0, 4), (0x15, 1, 0, 0xC000003E), (0x06, 0, 0, 0x80000000), (0x20, 0, 0, 0),
+           (0x35, errno_at - 5, 0, 0x40000000)]
+    for nr in denied:
+        ins.append((0x15, errno_at - (len(ins) + 1), 0, nr))
+    ins += [(0x06, 0, 0, 0x7FFF0000), (0x06, 0, 0, 0x00050001)]
+    return b"".join(struct.pack("<HBBI", *i) for i in ins)
+
+
 class JailStatus(BaseModel):
     """What ``cudaopt doctor`` and the server's start-up line report."""
 
@@ -155,12 +186,13 @@ def require_active() -> JailStatus:
     return state
 
 
-def wrap(argv: list[str], spec: JailSpec, cwd: str | None = None) -> list[str]:
-    """``argv`` as it runs inside the jail, in ``cwd`` (unchanged when the jail is off or unavailable)."""
+def wrap(argv: list[str], spec: JailSpec, cwd: str | None = None, seccomp_fd: int | None = None) -> list[str]:
+    """``argv`` as it runs inside the jail, in ``cwd`` (unchanged when the jail is off or unavailable);
+    ``seccomp_fd`` is an open file holding :func:`seccomp_program` (bwrap installs it)."""
     state = require_active()
     if not state.active:
         return list(argv)
-    return _bwrap_argv(bwrap_path() or "bwrap", spec, argv, cwd)
+    return _bwrap_argv(bwrap_path() or "bwrap", spec, argv, cwd, seccomp_fd)
 
 
 def popen(argv: list[str], spec: JailSpec, **kwargs) -> subprocess.Popen:
@@ -168,13 +200,33 @@ def popen(argv: list[str], spec: JailSpec, **kwargs) -> subprocess.Popen:
 
     The returned process carries ``jail_cgroup`` (or None): call :func:`release` after it has exited.
     """
-    cgroup = cgroup_for(spec.limits)
     kwargs.setdefault("env", _environment(spec))
     kwargs.setdefault("close_fds", True)
     cwd = kwargs.get("cwd")
-    proc = spawn_thread_popen(wrap(argv, spec, str(Path(cwd).resolve()) if cwd else None), spec.limits, cgroup, **kwargs)
+    program = seccomp_program() if require_active().active else None
+    filter_fd = _memfd(program) if program else None
+    if filter_fd is not None:
+        kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), filter_fd)
+    cgroup = cgroup_for(spec.limits)
+    try:
+        argv = wrap(argv, spec, str(Path(cwd).resolve()) if cwd else None, filter_fd)
+        proc = spawn_thread_popen(argv, spec.limits, cgroup, **kwargs)
+    except BaseException:
+        if cgroup is not None:
+            cgroup.close()
+        raise
+    finally:
+        if filter_fd is not None:
+            os.close(filter_fd)
     proc.jail_cgroup = cgroup  # type: ignore[attr-defined]
     return proc
+
+
+def _memfd(data: bytes) -> int:
+    fd = os.memfd_create("cudaopt-seccomp", 0)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def release(proc: subprocess.Popen) -> None:
@@ -272,7 +324,8 @@ class _Binds:
             self._shown.append(shows)
 
 
-def _bwrap_argv(binary: str, spec: JailSpec, argv: list[str], cwd: str | None = None) -> list[str]:
+def _bwrap_argv(binary: str, spec: JailSpec, argv: list[str], cwd: str | None = None,
+                seccomp_fd: int | None = None) -> list[str]:
     binds = _Binds()
     for folder in _SYSTEM_DIRS:
         if os.path.islink(folder):
@@ -300,6 +353,8 @@ def _bwrap_argv(binary: str, spec: JailSpec, argv: list[str], cwd: str | None = 
             "--chdir", cwd or "/tmp"]
     # the jail's own root and /dev (tmpfs holding the mount points and device nodes) take no files
     tail = ["--remount-ro", "/dev", "--remount-ro", "/"]
+    if seccomp_fd is not None:
+        tail += ["--seccomp", str(seccomp_fd)]
     return [*head, *binds.args, *tail, "--", *argv]
 
 

@@ -45,6 +45,9 @@ def writes(path):
         return True
     except OSError:
         return False
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+out["ptrace"] = libc.ptrace(0, 0, 0, 0) == 0  # PTRACE_TRACEME: harmless, and denied by the filter
 out["writes_scratch"] = writes(args["scratch"])
 out["writes_engine"] = writes(args["engine"])
 print(json.dumps(out))
@@ -92,6 +95,8 @@ def check_jail(spec: JailSpec | None = None) -> list[JailCheck]:
                   detail="no token or API key inside" if not seen["secret_env"] else f"visible: {seen['secret_env']}"),
         JailCheck(name="processes", ok=len(seen["processes"]) <= 4,
                   detail=f"{len(seen['processes'])} process(es) visible (the jail's own)"),
+        JailCheck(name="ptrace", ok=not seen["ptrace"],
+                  detail="tracing processes is denied" if not seen["ptrace"] else "the probe may trace processes"),
         JailCheck(name="writes", ok=seen["writes_scratch"] and not seen["writes_engine"],
                   detail=f"scratch folder writable: {seen['writes_scratch']}; engine folder writable: {seen['writes_engine']}"),
     ]

@@ -2,14 +2,17 @@
 
 The parent never imports a driver. It starts the child as ``python -m harness_tools.worker`` (a fresh
 interpreter, no inherited CUDA state) inside a jail (:mod:`harness_tools.jail`: the child runs candidate
-code, so it sees only what its :class:`~harness_tools.jail.JailSpec` allows and dies with us), sends ``(op, payload)`` tuples over a pipe and waits at most a
-timeout for the answer. A child that does not answer in time is killed; a child that dies (a crash,
-or an exit after a sticky CUDA error) is noticed; either way the next call starts a fresh one.
+code, so it sees only what its :class:`~harness_tools.jail.JailSpec` allows and dies with us), sends
+``[op, payload]`` messages over a pipe (:mod:`harness_tools.worker_messages`: JSON frames, never pickle,
+since the child may be running hostile native code) and waits at most a timeout for the whole answer. A
+child that does not answer in time is killed; a child that dies (a crash, or an exit after a sticky CUDA
+error) or garbles its answer is noticed; either way the next call starts a fresh one.
 
-Protocol: the child first sends ``("ready", info)`` or ``("failed", message)``; afterwards every
-request gets ``("ok", result)`` or ``("bug", traceback)``. An executor that sets ``dead = True`` while
-handling a request (a lost CUDA context) gets its answer sent as ``("dying", result)``, then the child
-exits so the broken context dies with it.
+Protocol: the child first sends ``["ready", info]`` or ``["failed", message]``; afterwards every request
+gets ``["ok", result]`` or ``["bug", traceback]``. An executor that sets ``dead = True`` while handling a
+request (a lost CUDA context) gets its answer sent as ``["dying", result]``, then the child exits so the
+broken context dies with it. What the child prints (kernel ``printf``) reaches our stderr through a
+relay that marks and caps it: it can neither fill the caller's log nor forge its lines.
 """
 
 from __future__ import annotations
@@ -19,16 +22,18 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import traceback
-from multiprocessing.connection import Connection
 from typing import Any
 
 from . import jail
+from . import worker_messages as messages
 from .errors import BackendUnavailable, WorkerError
 
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 180.0
+OUTPUT_CAP_BYTES = 1 << 20  # of a child's printed output relayed to our stderr, per child
 
 
 class WorkerTimeout(WorkerError):
@@ -36,7 +41,7 @@ class WorkerTimeout(WorkerError):
 
 
 class WorkerDied(WorkerError):
-    """The child process ended while a request was in flight."""
+    """The child process ended (or sent garbage) while a request was in flight."""
 
 
 class Worker:
@@ -47,8 +52,8 @@ class Worker:
         self.device = device
         self.spec = spec or jail.JailSpec(purpose="worker")
         self._process: subprocess.Popen | None = None
-        self._send: Connection | None = None
-        self._recv: Connection | None = None
+        self._to_child: int | None = None
+        self._from_child: int | None = None
         self.info: dict[str, Any] | None = None
         self.restarts = 0
 
@@ -64,23 +69,25 @@ class Worker:
         # -P: do not put the current directory first on sys.path; the child imports this very engine.
         command = [sys.executable, "-P", "-m", "harness_tools.worker", self.executor, str(self.device),
                    str(to_child_r), str(to_parent_w)]
-        stderr_fd = sys.stderr.fileno() if _has_fileno(sys.stderr) else None
-        # The child's stdout (kernel printf) goes to our stderr: stdout may carry a protocol.
         try:
             self._process = jail.popen(command, self.spec, pass_fds=(to_child_r, to_parent_w),
-                                       stdin=subprocess.DEVNULL, stdout=stderr_fd, stderr=stderr_fd)
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        except BaseException:
+            for fd in (to_child_w, to_parent_r):
+                os.close(fd)
+            raise
         finally:
             os.close(to_child_r)
             os.close(to_parent_w)
-        self._send = Connection(to_child_w, readable=False)
-        self._recv = Connection(to_parent_r, writable=False)
-        if not self._recv.poll(START_TIMEOUT_S):
-            self.kill()
-            raise BackendUnavailable(f"worker for device {self.device} did not start within {START_TIMEOUT_S:.0f} s")
+        self._to_child, self._from_child = to_child_w, to_parent_r
+        threading.Thread(target=_relay, args=(self._process.stdout,), name="cudaopt-worker-output", daemon=True).start()
         try:
-            kind, payload = self._recv.recv()
-        except EOFError:
-            code = self._process.wait(timeout=30)
+            kind, payload = messages.receive(self._from_child, START_TIMEOUT_S)
+        except messages.FrameTimeout:
+            self.kill()
+            raise BackendUnavailable(f"worker for device {self.device} did not start within {START_TIMEOUT_S:.0f} s") from None
+        except (EOFError, messages.BadFrame, ValueError, TypeError):
+            code = self._wait(30)
             self.kill()
             raise BackendUnavailable(f"worker for device {self.device} exited during start ({_describe_exit(code)})") from None
         if kind != "ready":
@@ -96,53 +103,74 @@ class Worker:
                 self.restarts += 1
                 self.kill()
             self.start()
-        assert self._send is not None and self._recv is not None
+        assert self._to_child is not None and self._from_child is not None
         try:
-            self._send.send((op, payload))
-            if not self._recv.poll(timeout_s):
-                self.kill()
-                raise WorkerTimeout(f"no answer within {timeout_s:g} s; the worker was killed")
-            kind, result = self._recv.recv()
-        except (EOFError, BrokenPipeError, ConnectionResetError):
-            code = self._process.wait(timeout=30) if self._process else None
+            messages.send(self._to_child, [op, payload])
+            kind, result = messages.receive(self._from_child, timeout_s)
+        except messages.FrameTimeout:
             self.kill()
-            raise WorkerDied(f"the worker process ended during the request ({_describe_exit(code)})") from None
+            raise WorkerTimeout(f"no answer within {timeout_s:g} s; the worker was killed") from None
+        except (EOFError, BrokenPipeError, ConnectionResetError, messages.BadFrame, ValueError, TypeError) as exc:
+            code = self._wait(5)
+            self.kill()
+            why = f"; {exc}" if isinstance(exc, messages.BadFrame) else ""
+            raise WorkerDied(f"the worker process ended during the request ({_describe_exit(code)}){why}") from None
         if kind == "bug":
             raise WorkerError(f"worker raised an unexpected error:\n{result}")
         if kind == "dying":  # answered, then exits: reap it so the next call starts a fresh one
             self.kill()
+        elif kind != "ok":
+            self.kill()
+            raise WorkerDied(f"the worker answered with an unknown message kind {str(kind)[:40]!r}")
         return result
+
+    def _wait(self, timeout_s: float) -> int | None:
+        try:
+            return self._process.wait(timeout=timeout_s) if self._process else None
+        except subprocess.TimeoutExpired:
+            return None
 
     def kill(self) -> None:
         if self._process is not None and self._process.poll() is None:
-            self._process.kill()
-            try:
-                self._process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
+            self._process.kill()  # bwrap, or the child itself without a jail: the jail ends with it
+            if self._wait(60) is None:
                 log.warning("worker pid %s did not exit after SIGKILL", self._process.pid)
         if self._process is not None and self._process.poll() is not None:
             jail.release(self._process)
-        for conn in (self._send, self._recv):
-            if conn is not None:
-                conn.close()
-        self._send = self._recv = None
+        for fd in (self._to_child, self._from_child):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._to_child = self._from_child = None
 
     def close(self) -> None:
-        if self._send is not None and self.alive:
+        if self._to_child is not None and self.alive:
             try:
-                self._send.send(("exit", None))
+                messages.send(self._to_child, ["exit", None])
                 self._process.wait(timeout=10)
             except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
 
 
-def _has_fileno(stream) -> bool:
+def _relay(stream) -> None:
+    """Copy a child's output to our stderr, each line marked, at most OUTPUT_CAP_BYTES; drain the rest."""
+    sent = 0
     try:
-        stream.fileno()
-        return True
-    except (AttributeError, OSError, ValueError):
-        return False
+        for raw in iter(lambda: stream.readline(64 << 10), b""):
+            if sent < OUTPUT_CAP_BYTES:
+                line = raw.decode(errors="replace").rstrip("\r\n").replace("\r", "\\r")
+                sys.stderr.write(f"[worker output] {line}\n")
+                sent += len(raw)
+                if sent >= OUTPUT_CAP_BYTES:
+                    sys.stderr.write(f"[worker output] ... more than {OUTPUT_CAP_BYTES} bytes; the rest is dropped\n")
+                sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    finally:
+        stream.close()
 
 
 def _describe_exit(code: int | None) -> str:
@@ -158,18 +186,18 @@ def _describe_exit(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def _child_main(receive: Connection, send: Connection, executor_path: str, device: int) -> None:
+def _child_main(receive_fd: int, send_fd: int, executor_path: str, device: int) -> None:
     logging.basicConfig(level=os.environ.get("CUDAOPT_LOG", "WARNING"), format="worker: %(message)s")
     try:
         module_name, _, cls_name = executor_path.partition(":")
         executor = getattr(importlib.import_module(module_name), cls_name)(device)
-        send.send(("ready", executor.info()))
+        messages.send(send_fd, ["ready", executor.info()])
     except Exception as exc:  # the parent turns this into BackendUnavailable with our message
-        send.send(("failed", f"{type(exc).__name__}: {exc}"))
+        messages.send(send_fd, ["failed", f"{type(exc).__name__}: {exc}"])
         return
     while True:
         try:
-            op, payload = receive.recv()
+            op, payload = messages.receive(receive_fd)
         except EOFError:
             return
         if op == "exit":
@@ -177,15 +205,15 @@ def _child_main(receive: Connection, send: Connection, executor_path: str, devic
         try:
             result = getattr(executor, op)(payload)
         except Exception:
-            send.send(("bug", traceback.format_exc()))
+            messages.send(send_fd, ["bug", traceback.format_exc()])
             continue
         if getattr(executor, "dead", False):
-            send.send(("dying", result))
+            messages.send(send_fd, ["dying", result])
             sys.stdout.flush()
             os._exit(3)  # the context is unusable: let it die with the process
-        send.send(("ok", result))
+        messages.send(send_fd, ["ok", result])
 
 
 if __name__ == "__main__":
     _executor, _device, _rfd, _wfd = sys.argv[1:5]
-    _child_main(Connection(int(_rfd), writable=False), Connection(int(_wfd), readable=False), _executor, int(_device))
+    _child_main(int(_rfd), int(_wfd), _executor, int(_device))

@@ -7,7 +7,9 @@ ThreadSanitizer with CUDA threads as TSan fibers (see cpu_racecheck).
 
 Who does what, for the jail's sake: this process builds each kernel (g++ in a jail of its own that writes
 only its build folder) and puts the library into the cache; the worker (jailed, the cache read-only)
-loads and runs it. Race-check executables are built and run here, each in a jail of its own.
+loads and runs it. A worker runs one kernel library only: a candidate is native code, and threads it
+left behind must not see the next candidate's cases, so another library gets a fresh worker (about
+0.3 s). Race-check executables are built and run here, each in a jail of its own.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class CpuBackend(WorkerBackend):
         compiler()  # a clear BackendUnavailable before any worker starts when g++ is missing
         cache_root()
         super().__init__(EXECUTOR, device, spec=worker_jail())
+        self._library: str | None = None
 
     def run_case(self, request: CaseRequest, timeout_s: float) -> CaseRun:
         refused = unsupported(request.source)
@@ -57,7 +60,10 @@ class CpuBackend(WorkerBackend):
         build = build_kernel(request.source, request.kernel_name, request.args, request.defines, request.options)
         if not build.ok:
             return CaseRun(status="launch_error", error="CPU_COMPILE_ERROR", message=f"g++ rejected the kernel:\n{build.log}")
-        run = self.forward(request, timeout_s, library=str(build.path))
+        if self._library not in (None, str(build.path)):
+            self._worker.close()  # the next call starts a fresh worker: nothing of the last kernel survives
+        self._library = str(build.path)
+        run = self.forward(request, timeout_s, library=self._library)
         run.load_ms += build.build_ms
         return run
 

@@ -39,14 +39,14 @@ def test_the_jail_is_active_on_this_machine():
 
 def test_every_doctor_check_holds_in_a_worker_jail():
     checks = check_jail(JailSpec(purpose="cpu worker"))
-    assert [c.name for c in checks] == ["host files", "network", "environment", "processes", "writes"]
+    assert [c.name for c in checks] == ["host files", "network", "environment", "processes", "ptrace", "writes"]
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
 
 
 def test_the_checks_fail_without_the_jail(monkeypatch):
     _fresh_status(monkeypatch, CUDAOPT_JAIL="off")
     failed = {c.name for c in check_jail() if not c.ok}
-    assert {"host files", "network", "processes", "writes"} <= failed
+    assert {"host files", "network", "processes", "ptrace", "writes"} <= failed
 
 
 def test_the_environment_is_built_from_nothing(monkeypatch):
