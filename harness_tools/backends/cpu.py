@@ -19,7 +19,7 @@ import os
 from ..execution import CaseRequest, CaseRun, RaceReport
 from ..input_files import inputs_root, scratch_root
 from ..jail import JailSpec, Limits
-from .cpu_build import build_kernel, cache_root, compiler, kernel_cache, runtime_library
+from .cpu_build import build_kernel, cache_root, compiler, compiler_home, kernel_cache, runtime_library
 from .cpu_translate import unsupported
 from .worker_backend import WorkerBackend
 
@@ -30,7 +30,8 @@ def worker_jail() -> JailSpec:
     """The cpu worker runs native candidate code: it reads the runtime and built kernels, reads the inputs,
     and writes only the scratch folder."""
     runtime = runtime_library()  # built here, before any jail: the worker cannot write the cache
-    return JailSpec(purpose="cpu worker", read_only=(str(runtime.parent), str(kernel_cache()), str(inputs_root())),
+    return JailSpec(purpose="cpu worker",
+                    read_only=(str(runtime.parent), str(kernel_cache()), str(inputs_root()), *compiler_home()),
                     writable=(str(scratch_root()),), env={"CUDAOPT_CPU_RUNTIME": str(runtime)},
                     limits=Limits(address_space=memory_limit(), processes=64 + 2 * (os.cpu_count() or 1)))
 

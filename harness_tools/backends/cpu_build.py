@@ -111,10 +111,20 @@ def stub_include_dir() -> Path:
     return folder
 
 
+def compiler_home() -> tuple[str, ...]:
+    """Where the compiler lives when that is outside the system folders (a toolchain in /opt, say): every
+    jail that builds with it or loads what it built (its libstdc++, libtsan) needs it, read-only."""
+    home = Path(compiler()[0]).resolve().parent.parent
+    return () if str(home) in ("/", "/usr", "/usr/local") else (str(home),)
+
+
 def build_jail(build_dir: str | Path, *read_only: str | Path) -> JailSpec:
     """g++ on candidate source: system folders, our runtime's headers and ``read_only``; writes only ``build_dir``."""
-    return JailSpec(purpose="g++", python=False, read_only=(str(RUNTIME_DIR), str(stub_include_dir()), *map(str, read_only)),
+    home = compiler_home()
+    return JailSpec(purpose="g++", python=False,
+                    read_only=(str(RUNTIME_DIR), str(stub_include_dir()), *home, *map(str, read_only)),
                     writable=(str(build_dir),),
+                    env={"PATH": os.pathsep.join([*(f"{h}/bin" for h in home), "/usr/local/bin:/usr/bin:/bin"])},
                     limits=Limits(address_space=BUILD_MEMORY_MB << 20, cpu_seconds=BUILD_TIMEOUT_S + 5, processes=64))
 
 
@@ -185,7 +195,8 @@ def compiler_diagnostics(stderr: str, tmp: str) -> str:
     kept, dropped, keep = [], 0, False
     for line in stderr.replace("\x00", "").split("\n"):
         if line[:1] not in ("", " ", "\t"):  # a new diagnostic; indented lines belong to the one above
-            keep = re.match(r"kernel\.cu:(?:[0-9]+:(?:[0-9]+:)?)? ", line) is not None
+            # bwrap's own complaints (a compiler it cannot start) are about the set-up, never the source
+            keep = re.match(r"kernel\.cu:(?:[0-9]+:(?:[0-9]+:)?)? |bwrap: ", line) is not None
             dropped += not keep
         if keep:
             kept.append(line.rstrip("\r").replace(tmp + "/", "").replace(str(RUNTIME_DIR) + "/", ""))

@@ -41,6 +41,7 @@ from .cpu_build import (
     cache_root,
     cap_log,
     compiler,
+    compiler_home,
     run_build,
     runtime_hash,
     stub_include_dir,
@@ -272,7 +273,8 @@ def _run(exe: Path, launch_file: Path, timeout_s: float) -> tuple[int | None, st
 
     The executable is the candidate as native code: it runs jailed, reading its own folder and writing
     only the launch file's. No address-space limit: TSan reserves terabytes of shadow memory."""
-    spec = JailSpec(purpose="race check", python=False, read_only=(str(exe.parent),), writable=(str(launch_file.parent),),
+    spec = JailSpec(purpose="race check", python=False, read_only=(str(exe.parent), *compiler_home()),
+                    writable=(str(launch_file.parent),),
                     env={"TSAN_OPTIONS": " ".join(f"{k}={v}" for k, v in TSAN_OPTIONS.items())},
                     limits=Limits(cpu_seconds=int(timeout_s * WORKERS) + 10, processes=16))
     command = [str(exe), str(launch_file)]
