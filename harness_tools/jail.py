@@ -43,6 +43,7 @@ ENGINE_DIR = Path(__file__).resolve().parent
 MODE_ENV = "CUDAOPT_JAIL"
 # Engine settings a jailed process may see; everything else of the caller's environment stays outside.
 PASSED_ENV = ("CUDAOPT_LOG", "CUDAOPT_CPU_THREADS", "CUDAOPT_CPU_FORCE_UCONTEXT", "CUDAOPT_COMPILE_TIMEOUT_S",
+              "CUDAOPT_COMPILE_MEMORY_MB",
               "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING", "LD_LIBRARY_PATH",
               "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "CXX", "LANG", "LC_ALL", "TZ")
 OUTPUT_CAP = 16 << 20

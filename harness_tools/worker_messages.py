@@ -21,7 +21,7 @@ from typing import Any
 from .errors import WorkerError
 
 _HEADER = struct.Struct("<Q")
-MAX_FRAME_BYTES = 1 << 30
+MAX_FRAME_BYTES = 256 << 20  # answers are kilobytes, cubins megabytes; outputs travel as files
 
 
 class FrameTimeout(WorkerError):
@@ -76,8 +76,8 @@ def receive(fd: int, timeout_s: float | None = None, max_bytes: int = MAX_FRAME_
     body = _read(fd, size, deadline, at_start=False)
     try:
         return _decode(json.loads(body))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadFrame(f"the worker's answer is not valid JSON ({exc})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # nesting deep enough to exhaust the stack too
+        raise BadFrame(f"the worker's answer is not valid JSON ({type(exc).__name__})") from None
 
 
 def _read(fd: int, size: int, deadline: float | None, at_start: bool) -> bytes:

@@ -9,7 +9,9 @@ are written in scratch and moved to the folder asked for afterwards.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import stat
 from pathlib import Path
 
 from ..execution import CaseRequest, CaseRun, DeviceInfo
@@ -79,13 +81,24 @@ def _staged(request: CaseRequest):
 
 
 def _move_outputs(outputs: dict[str, str], staged: Path, wanted: Path) -> dict[str, str]:
+    """Copy each output the worker wrote into the caller's folder: opened once, never through a link (the
+    worker may still be racing to swap files), read from the opened file; the staged copy is removed."""
     wanted.mkdir(parents=True, exist_ok=True)
     moved = {}
     for name, path in outputs.items():
         source = Path(path)
-        if not _inside(source, staged):  # the worker names only files it wrote where it was told
+        if source.parent.resolve() != (staged).resolve():  # only files it wrote where it was told
             continue
-        target = wanted / source.name
-        shutil.move(str(source), target)
+        try:
+            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                continue
+            target = wanted / source.name
+            with open(target, "wb") as out:
+                shutil.copyfileobj(handle, out, 1 << 22)
+        source.unlink(missing_ok=True)
         moved[name] = str(target)
     return moved

@@ -345,10 +345,6 @@ def test_nvrtc_template_explosion_is_stopped_and_the_next_compile_works(stdio):
     assert (nxt.structured_content or {}).get("ok"), nxt.content
 
 
-@pytest.mark.xfail(strict=True, raises=kit.Hole,
-                   reason="HOLE: the note added in harness_tools/compile_worker.py NvrtcExecutor.compile formats "
-                          "MEMORY_MB inside the jailed NVRTC child, whose environment drops CUDAOPT_COMPILE_MEMORY_MB "
-                          "(not in jail.PASSED_ENV): it says 4096 MiB while the parent applied 512 MiB")
 def test_nvrtc_memory_error_names_the_limit(stdio):
     """NVRTC stopped at its address-space limit said only 'catastrophic error: out of memory'; the compile
     error must name the limit that applied and its setting."""
@@ -477,11 +473,6 @@ def test_a_half_sent_answer_cannot_wedge_the_server(fresh_stdio):
     assert (after.structured_content or {}).get("correct"), after.content
 
 
-@pytest.mark.xfail(strict=True, raises=kit.Hole,
-                   reason="HOLE: a framed answer of deeply nested JSON makes json.loads raise RecursionError in "
-                          "harness_tools/worker_messages.py receive(), which Worker.call (harness_tools/worker.py) does "
-                          "not catch: the tool fails with an unexpected error instead of a result, and the hung worker "
-                          "is left alive (the next call first waits 10 s in Worker.close for it)")
 def test_a_deeply_nested_answer_is_a_protocol_error(fresh_stdio):
     result = fresh_stdio.call("evaluate", wait_s=40, run_id=fresh_stdio.run_id(), source=kit.nested_answer(),
                               roles=["validation"], timeout_s=10)
