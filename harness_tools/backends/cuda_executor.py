@@ -95,6 +95,8 @@ class CudaExecutor:
             "backend": "cuda", "name": name.split(b"\0", 1)[0].decode(), "arch": self.arch,
             "sm_count": self.sm_count, "l2_bytes": self.l2_bytes,
             "memory_bytes": int(_ok(cu.cuDeviceTotalMem(self.device), "cuDeviceTotalMem")),
+            # what a case may still use: free now, less what the kept input copies may take later
+            "memory_free_bytes": max(0, int(_ok(cu.cuMemGetInfo(), "cuMemGetInfo")[0]) - self.resident.budget),
             "max_shared_per_block_optin": self.shared_optin,
             "driver_version": f"{driver // 1000}.{driver % 1000 // 10}", "bindings_version": bindings_version,
             "timing_floor_ms": self.timing_floor_ms,
