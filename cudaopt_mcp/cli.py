@@ -60,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--warmup", type=int, help="warm-up launches per performance case (default 10; cpu: 1)")
     ev.add_argument("--reps", type=int, help="timed launches per performance case (default 100; cpu: 5)")
     ev.add_argument("--no-flush", action="store_true", help="do not flush L2 between timed launches")
-    ev.add_argument("--timeout", type=float, default=120.0, help="seconds per case before the worker is killed")
+    ev.add_argument("--timeout", type=float, default=120.0,
+                    help="seconds for the whole evaluation (compile and every case); a case still running then is killed")
     ev.add_argument("--only", choices=["validation", "performance"], help="run only cases of this role")
     ev.add_argument("--race-check", action="store_true",
                     help="cpu backend: run each passing validation case once more under ThreadSanitizer (CUDA threads "
@@ -217,7 +218,7 @@ def _candidate(task, args: argparse.Namespace) -> candidates.Candidate:
     if args.tuned:
         cand = candidates.tuned(task, _assignments(args.tuned.split(","), int))
     elif args.kernel:
-        cand = candidates.from_kernel_source(task, task.spec.baseline, args.kernel.read_text())
+        cand = candidates.from_kernel_source(task, task.spec.baseline, _read_kernel(args.kernel))
     else:
         cand = candidates.baseline(task)
     update: dict = {}
@@ -226,6 +227,16 @@ def _candidate(task, args: argparse.Namespace) -> candidates.Candidate:
     if args.define:
         update["defines"] = {**cand.defines, **_assignments(args.define, str)}
     return candidates.Candidate.model_validate({**cand.model_dump(), **update}) if update else cand
+
+
+def _read_kernel(path: Path) -> str:
+    """The file's text, refused before reading when it is larger than any candidate may be."""
+    from harness_tools.spec import MAX_SOURCE_BYTES
+
+    size = path.stat().st_size
+    if size > MAX_SOURCE_BYTES:
+        raise ValueError(f"{path} has {size} bytes; a kernel source may have at most {MAX_SOURCE_BYTES}")
+    return path.read_text()
 
 
 def _assignments(items: list[str], convert) -> dict:
