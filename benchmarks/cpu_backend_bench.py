@@ -28,10 +28,10 @@ def main() -> int:
     args = parser.parse_args()
     os.environ["CUDAOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="cudaopt-bench-cache-")
 
-    from harness_tools import candidate as candidates
     from harness_tools.backends import create_backend
     from harness_tools.evaluate import EvaluationConfig, evaluate
-    from harness_tools.spec import Case, bundled_task_names, resolve_task
+    from harness_tools.task import candidate as candidates
+    from harness_tools.task.spec import Case, bundled_task_names, resolve_task
 
     start = time.perf_counter()
     backend = create_backend("cpu")

@@ -28,11 +28,11 @@ import numpy as np  # noqa: E402
 
 from harness_tools import candidate as candidates  # noqa: E402
 from harness_tools.backends import create_backend  # noqa: E402
+from harness_tools.check.inputs import draw_inputs, scalar_arguments  # noqa: E402
 from harness_tools.compile import compile_candidate  # noqa: E402
 from harness_tools.evaluate import EvaluationConfig, evaluate  # noqa: E402
-from harness_tools.expressions import evaluate as expr  # noqa: E402
-from harness_tools.inputs import draw_inputs, scalar_arguments  # noqa: E402
-from harness_tools.spec import ScalarParam, bundled_task_names, resolve_task  # noqa: E402
+from harness_tools.task.expressions import evaluate as expr  # noqa: E402
+from harness_tools.task.spec import ScalarParam, bundled_task_names, resolve_task  # noqa: E402
 
 # A known-good configuration per task for the "tuned" rows (else: the first valid one).
 PRESETS = {"sgemm": {"BM": 128, "BN": 64, "BK": 8, "TM": 8, "TN": 8, "MINB": 2, "WIDE_MIN": -1}}

@@ -20,8 +20,8 @@ sys.path.insert(0, str(ROOT))
 from harness_tools import candidate as candidates  # noqa: E402
 from harness_tools.backends import create_backend  # noqa: E402
 from harness_tools.evaluate import EvaluationConfig, evaluate  # noqa: E402
-from harness_tools.spec import resolve_task  # noqa: E402
-from harness_tools.timing import TimingPlan  # noqa: E402
+from harness_tools.run.timing import TimingPlan  # noqa: E402
+from harness_tools.task.spec import resolve_task  # noqa: E402
 
 SGEMM = [{"BM": 64, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 2, "WIDE_MIN": -1},
          {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1, "WIDE_MIN": 128},

@@ -30,12 +30,12 @@ TUNED = {"sgemm": {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1, 
 
 
 def child(backend_name: str, evals: int, reps: int) -> dict:
-    from harness_tools import candidate as candidates
-    from harness_tools import jail
     from harness_tools.backends import create_backend
     from harness_tools.evaluate import EvaluationConfig, evaluate
-    from harness_tools.spec import resolve_task
-    from harness_tools.timing import TimingPlan
+    from harness_tools.run import jail
+    from harness_tools.run.timing import TimingPlan
+    from harness_tools.task import candidate as candidates
+    from harness_tools.task.spec import resolve_task
 
     out: dict = {"jail": jail.status().active}
     started = time.perf_counter()
@@ -64,7 +64,7 @@ def child(backend_name: str, evals: int, reps: int) -> dict:
 
 
 def _first_point(task):
-    from cudaopt_mcp.client.proposers.tuner_space import TunableSpace  # the tuner's own enumeration
+    from harness_tools.task.tunable_space import TunableSpace  # the tuner's own enumeration
 
     space = TunableSpace(task.spec.tunables.params, task.spec.tunables.constraints)
     yield space.as_dict(space.valid()[-1])

@@ -27,7 +27,7 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from harness_tools import candidate as candidates  # noqa: E402
 from harness_tools.backends import create_backend  # noqa: E402
 from harness_tools.evaluate import EvaluationConfig, evaluate  # noqa: E402
-from harness_tools.spec import bundled_task_names, resolve_task  # noqa: E402
+from harness_tools.task.spec import bundled_task_names, resolve_task  # noqa: E402
 
 SEED = 20261129
 

@@ -28,11 +28,11 @@ sys.path.insert(0, str(ROOT))
 from harness_tools import candidate as candidates  # noqa: E402
 from harness_tools.backends import create_backend  # noqa: E402
 from harness_tools.evaluate import EvaluationConfig, evaluate  # noqa: E402
-from harness_tools.ncu_csv import parse_raw_csv  # noqa: E402
-from harness_tools.profile import WARM_LAUNCHES, profile_candidate  # noqa: E402
-from harness_tools.spec import bundled_task_names, resolve_task  # noqa: E402
-from harness_tools.timing import TimingPlan  # noqa: E402
-from harness_tools.wrapped_launch import find_tool, launcher_command, prepare_request, run_wrapped  # noqa: E402
+from harness_tools.inspect.launcher import find_tool, launcher_command, prepare_request, run_wrapped  # noqa: E402
+from harness_tools.inspect.ncu_csv import parse_raw_csv  # noqa: E402
+from harness_tools.inspect.profile import WARM_LAUNCHES, profile_candidate  # noqa: E402
+from harness_tools.run.timing import TimingPlan  # noqa: E402
+from harness_tools.task.spec import bundled_task_names, resolve_task  # noqa: E402
 
 DURATION_LAUNCHES = 20
 
@@ -83,7 +83,7 @@ def floor_row(backend) -> dict:
     """The empty kernel every worker times at start-up, under events and under ncu."""
     events = backend.device_info().timing_floor_ms
     with tempfile.TemporaryDirectory() as folder:
-        probe = [sys.executable, "-c", "from harness_tools.backends.cuda_executor import CudaExecutor; CudaExecutor(0).info()"]
+        probe = [sys.executable, "-c", "from harness_tools.backends.cuda.executor import CudaExecutor; CudaExecutor(0).info()"]
         durations = ncu_durations("cudaopt_timing_floor_probe", probe, Path(folder), skip=10)
     ncu = statistics.median(durations) if durations else None
     return {"task": "empty kernel", "candidate": "probe", "case": "1 block", "events_median_ms": events, "ncu_ms": None,

@@ -24,8 +24,8 @@ from tuner_bench import cublas_tflops  # noqa: E402
 from harness_tools import candidate as candidates  # noqa: E402
 from harness_tools.backends import create_backend  # noqa: E402
 from harness_tools.evaluate import EvaluationConfig, evaluate  # noqa: E402
-from harness_tools.spec import resolve_task  # noqa: E402
-from harness_tools.timing import geomean  # noqa: E402
+from harness_tools.run.timing import geomean  # noqa: E402
+from harness_tools.task.spec import resolve_task  # noqa: E402
 
 DEFAULT = ["BM=128,BN=128,BK=16,TM=8,TN=8,MINB=1,WIDE_MIN=-1", "BM=128,BN=128,BK=8,TM=8,TN=8,MINB=1,WIDE_MIN=0",
            "BM=128,BN=128,BK=8,TM=8,TN=8,MINB=1,WIDE_MIN=128", "BM=128,BN=128,BK=16,TM=8,TN=8,MINB=1,WIDE_MIN=128",

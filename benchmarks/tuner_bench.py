@@ -24,10 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cudaopt_mcp.client.proposers.tuner_space import TunableSpace  # noqa: E402
 from harness_tools import candidate as candidates  # noqa: E402
-from harness_tools.expressions import evaluate  # noqa: E402
-from harness_tools.spec import resolve_task  # noqa: E402
+from harness_tools.task.expressions import evaluate  # noqa: E402
+from harness_tools.task.spec import resolve_task  # noqa: E402
+from harness_tools.task.tunable_space import TunableSpace  # noqa: E402
 
 SEED = 20261129
 
@@ -90,7 +90,7 @@ def same_size_copy_gbps(nbytes: int, reps: int = 30) -> float:
     CUDA events around each launch, the L2 evicted by a read before each (the engine's own helper kernel)."""
     import cupy as cp
 
-    from harness_tools.backends.cuda_device_kernels import SOURCE
+    from harness_tools.backends.cuda.device_kernels import SOURCE
 
     evict = cp.RawModule(code=SOURCE, options=("-std=c++17",)).get_function("cudaopt_evict_l2")
     flush = cp.zeros(256 << 20, dtype=cp.uint8)

@@ -12,15 +12,14 @@ import logging
 import sys
 from pathlib import Path
 
-from harness_tools import candidate as candidates
+from cudaopt_mcp.eval_report import eval_table
 from harness_tools.backends import available_backends, create_backend
-from harness_tools.backends.cuda import gpu_present
+from harness_tools.backends.cuda.backend import gpu_present
 from harness_tools.errors import HarnessError
 from harness_tools.evaluate import EvaluationConfig, evaluate
-from harness_tools.spec import LaunchSpec, bundled_task_names, resolve_task
-from harness_tools.timing import TimingPlan
-
-from .eval_report import eval_table
+from harness_tools.run.timing import TimingPlan
+from harness_tools.task import candidate as candidates
+from harness_tools.task.spec import LaunchSpec, bundled_task_names, resolve_task
 
 log = logging.getLogger("cudaopt")
 
@@ -71,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ev.set_defaults(func=_cmd_eval)
 
-    from .state import add_serve_arguments  # no MCP import: the CLI stays light
+    from cudaopt_mcp.state import add_serve_arguments  # no MCP import: the CLI stays light
 
     srv = sub.add_parser("serve", help="run the MCP server (stdio by default, or streamable HTTP)")
     add_serve_arguments(srv)
@@ -94,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     doc.add_argument("--json", action="store_true")
     doc.set_defaults(func=_cmd_doctor)
 
-    from .client.command import add_optimize_arguments
+    from cudaopt_mcp.client.command import add_optimize_arguments
 
     opt = sub.add_parser("optimize", help="the autonomous loop: baseline, then proposals (LLM or tuner) evaluated "
                                           "through the MCP server")
@@ -104,8 +103,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from .inspect_steps import profile_step, sanitize_step
-    from .state import ServerConfig, ServerState
+    from cudaopt_mcp.inspect_steps import profile_step, sanitize_step
+    from cudaopt_mcp.state import ServerConfig, ServerState
 
     state = ServerState.open(ServerConfig(results_dir=args.results, backend=args.backend, transport="inprocess"))
     try:
@@ -123,8 +122,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     """Exit 0 when the jail is on and every probe check holds, 1 otherwise."""
-    from harness_tools import jail
-    from harness_tools.jail_check import check_jail
+    from harness_tools.run import jail
+    from harness_tools.run.jail_check import check_jail
 
     state = jail.status()
     specs = [jail.JailSpec(purpose="cpu worker")]
@@ -145,13 +144,13 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
-    from .client.command import run_optimize
+    from cudaopt_mcp.client.command import run_optimize
 
     return run_optimize(args)
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from .server import run_serve  # imports MCP only when serving
+    from cudaopt_mcp.server import run_serve  # imports MCP only when serving
 
     return run_serve(args)
 
@@ -231,7 +230,7 @@ def _candidate(task, args: argparse.Namespace) -> candidates.Candidate:
 
 def _read_kernel(path: Path) -> str:
     """The file's text, refused before reading when it is larger than any candidate may be."""
-    from harness_tools.spec import MAX_SOURCE_BYTES
+    from harness_tools.task.spec import MAX_SOURCE_BYTES
 
     size = path.stat().st_size
     if size > MAX_SOURCE_BYTES:
@@ -250,7 +249,7 @@ def _assignments(items: list[str], convert) -> dict:
 
 
 def _say_if_unjailed() -> None:
-    from harness_tools import jail
+    from harness_tools.run import jail
 
     state = jail.require_active()  # CUDAOPT_JAIL=require: an error (exit 2) instead of an unjailed run
     if not state.active:

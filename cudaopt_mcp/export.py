@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness_tools.candidate import Candidate
+from cudaopt_mcp.runs import BestRecord, atomic_write
 from harness_tools.errors import CandidateError
-from harness_tools.spec import Task
-
-from .runs import BestRecord, atomic_write
+from harness_tools.task.candidate import Candidate
+from harness_tools.task.spec import Task
 
 
 def export_best(run_dir: Path, run_id: str, task: Task, candidate: Candidate, record: BestRecord) -> None:

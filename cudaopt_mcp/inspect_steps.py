@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import shutil
 
-from harness_tools.input_files import scratch_dir
-from harness_tools.profile import ProfileResult, profile_candidate
-from harness_tools.sanitize import SanitizeResult, SanitizerTool, sanitize_cpu, sanitize_cuda
-
-from . import summaries as S
-from .runs import atomic_write
-from .state import ServerState
-from .steps import Progress, load_candidate, no_progress
-from .tool_models import ProfileOutput, SanitizeOutput
+from cudaopt_mcp import summaries as S
+from cudaopt_mcp.runs import atomic_write
+from cudaopt_mcp.state import ServerState
+from cudaopt_mcp.steps import Progress, load_candidate, no_progress
+from cudaopt_mcp.tool_models import ProfileOutput, SanitizeOutput
+from harness_tools.inspect.profile import ProfileResult, profile_candidate
+from harness_tools.inspect.sanitize import SanitizeResult, SanitizerTool, sanitize_cpu, sanitize_cuda
+from harness_tools.run.scratch import scratch_dir
 
 PROFILE_FILES = ("profile.ncu-rep", "profile.raw.csv", "profile.details.csv", "ncu.log")
 

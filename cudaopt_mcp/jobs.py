@@ -23,13 +23,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field, ValidationError
 
-from harness_tools.errors import HarnessError
-
-from . import inspect_steps, steps
-from .state import ServerState
-from .tool_calls import state_of, tool, tool_result
-from .tool_models import CaseArg, EvaluateOutput, JobId, ProfileOutput, SanitizeOutput
-from .tools import (
+from cudaopt_mcp import inspect_steps, steps
+from cudaopt_mcp.state import ServerState
+from cudaopt_mcp.tool_calls import state_of, tool, tool_result
+from cudaopt_mcp.tool_models import CaseArg, EvaluateOutput, JobId, ProfileOutput, SanitizeOutput
+from cudaopt_mcp.tools import (
     ADDITIVE,
     READ_ONLY,
     Defines,
@@ -44,6 +42,7 @@ from .tools import (
     Tunables,
     Warmup,
 )
+from harness_tools.errors import HarnessError
 
 JOB_ID = re.compile(r"^job-\d{4,9}$")
 LongTimeout = Annotated[float, Field(gt=0, le=3600, description="seconds for the whole job: the compile and every case "

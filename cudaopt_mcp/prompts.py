@@ -16,12 +16,11 @@ from pathlib import Path
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
+from cudaopt_mcp import summaries as S
+from cudaopt_mcp.runs import RunError
+from cudaopt_mcp.state import ServerState
 from harness_tools.errors import HarnessError
-from harness_tools.ncu_summary import ProfileSummary
-
-from . import summaries as S
-from .runs import RunError
-from .state import ServerState
+from harness_tools.inspect.ncu_summary import ProfileSummary
 
 PROMPTS_DIRS = (Path(__file__).resolve().parent.parent / "prompts", Path(sys.prefix) / "share" / "cudaopt" / "prompts")
 MAX_SOURCE_CHARS = 12000

@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from harness_tools.errors import HarnessError
-from harness_tools.spec import Task, load_task
+from harness_tools.task.spec import Task, load_task
 
 
 class _Name:

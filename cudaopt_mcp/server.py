@@ -27,12 +27,11 @@ from collections.abc import AsyncIterator
 
 from mcp.server import MCPServer
 
-from harness_tools import jail
+from cudaopt_mcp import jobs, prompts, resources, tools
+from cudaopt_mcp.state import ServerConfig, ServerState, add_serve_arguments, config_from_args
+from cudaopt_mcp.transports import ServeError, is_loopback, serve_http
 from harness_tools.errors import HarnessError
-
-from . import jobs, prompts, resources, tools
-from .state import ServerConfig, ServerState, add_serve_arguments, config_from_args
-from .transports import ServeError, is_loopback, serve_http
+from harness_tools.run import jail
 
 log = logging.getLogger("cudaopt.mcp")
 

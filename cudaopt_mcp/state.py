@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from cudaopt_mcp.runs import RunStore
 from harness_tools.backends import ExecutionBackend, available_backends, create_backend
 from harness_tools.errors import BackendError
-from harness_tools.timing import TimingPlan
-
-from .runs import RunStore
+from harness_tools.run.timing import TimingPlan
 
 log = logging.getLogger("cudaopt.mcp")
 
@@ -46,7 +45,7 @@ class ServerConfig:
 
 
 def default_backend_name() -> str:
-    from harness_tools.backends.cuda import gpu_present
+    from harness_tools.backends.cuda.backend import gpu_present
 
     if gpu_present():
         return "cuda"

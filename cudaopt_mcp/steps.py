@@ -27,8 +27,18 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from harness_tools import candidate as candidates
-from harness_tools.candidate import Candidate
+from cudaopt_mcp import summaries as S
+from cudaopt_mcp.export import export_best
+from cudaopt_mcp.runs import ARTIFACT, BestRecord, atomic_write
+from cudaopt_mcp.state import ServerState
+from cudaopt_mcp.tool_models import (
+    MAX_INLINE_BYTES,
+    MAX_INLINE_FILES,
+    CompareOutput,
+    CompileOutput,
+    CreateRunOutput,
+    EvaluateOutput,
+)
 from harness_tools.compile import CompileResult, compile_candidate
 from harness_tools.errors import HarnessError
 from harness_tools.evaluate import (
@@ -40,14 +50,10 @@ from harness_tools.evaluate import (
     evaluate,
     open_worker_file,
 )
-from harness_tools.input_files import scratch_dir
-from harness_tools.spec import MAX_TASK_FILE_BYTES, Expr, LaunchSpec, Task, bundled_task_names, load_task, resolve_task
-
-from . import summaries as S
-from .export import export_best
-from .runs import ARTIFACT, BestRecord, atomic_write
-from .state import ServerState
-from .tool_models import MAX_INLINE_BYTES, MAX_INLINE_FILES, CompareOutput, CompileOutput, CreateRunOutput, EvaluateOutput
+from harness_tools.run.scratch import scratch_dir
+from harness_tools.task import candidate as candidates
+from harness_tools.task.candidate import Candidate
+from harness_tools.task.spec import MAX_TASK_FILE_BYTES, Expr, LaunchSpec, Task, bundled_task_names, load_task, resolve_task
 
 Progress = Callable[[float, float, str], None]
 Step = Literal["evaluate", "run", "time"]

@@ -11,12 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness_tools.compile import CompileResult
-from harness_tools.evaluate import CaseResult
-from harness_tools.spec import CTYPES, BufferParam, Task
-
-from .runs import BestRecord, RunRecord, RunStore
-from .tool_models import (
+from cudaopt_mcp.runs import BestRecord, RunRecord, RunStore
+from cudaopt_mcp.tool_models import (
     BestInfo,
     BudgetInfo,
     CandidateBrief,
@@ -29,6 +25,9 @@ from .tool_models import (
     TaskSummary,
     ToleranceInfo,
 )
+from harness_tools.compile import CompileResult
+from harness_tools.evaluate import CaseResult
+from harness_tools.task.spec import CTYPES, BufferParam, Task
 
 EXCERPT_CHARS = 1500
 MESSAGE_CHARS = 400

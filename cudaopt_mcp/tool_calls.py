@@ -17,9 +17,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ResourceLink, TextContent, ToolAnnotations
 from pydantic import BaseModel, ValidationError
 
+from cudaopt_mcp.state import ServerState
 from harness_tools.errors import HarnessError
-
-from .state import ServerState
 
 
 def state_of(ctx: Context) -> ServerState:

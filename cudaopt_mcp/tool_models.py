@@ -13,9 +13,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from harness_tools.candidate import MAX_OPTIONS
-from harness_tools.ncu_summary import ProfileSummary
-from harness_tools.spec import (
+from harness_tools.inspect.ncu_summary import ProfileSummary
+from harness_tools.task.candidate import MAX_OPTIONS
+from harness_tools.task.spec import (
     MAX_CASES,
     MAX_DEFINES,
     MAX_NAME_CHARS,

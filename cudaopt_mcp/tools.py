@@ -17,12 +17,10 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from harness_tools.spec import bundled_task_names, resolve_task
-
-from . import inspect_steps, steps
-from . import summaries as S
-from .tool_calls import run_blocking, state_of, tool, tool_result
-from .tool_models import (  # the bounded argument types, shared with jobs.py
+from cudaopt_mcp import inspect_steps, steps
+from cudaopt_mcp import summaries as S
+from cudaopt_mcp.tool_calls import run_blocking, state_of, tool, tool_result
+from cudaopt_mcp.tool_models import (  # the bounded argument types, shared with jobs.py
     BestOutput,
     CandidateId,
     CaseArg,
@@ -55,6 +53,7 @@ from .tool_models import (  # the bounded argument types, shared with jobs.py
     Tunables,
     Warmup,
 )
+from harness_tools.task.spec import bundled_task_names, resolve_task
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)

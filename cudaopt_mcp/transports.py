@@ -31,14 +31,12 @@ import logging
 import os
 import socket
 import sys
-from dataclasses import dataclass
 
 from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
+from cudaopt_mcp.state import ServerConfig
 from harness_tools.errors import HarnessError
-
-from .state import ServerConfig
 
 log = logging.getLogger("cudaopt.mcp")
 

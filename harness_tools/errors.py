@@ -1,4 +1,4 @@
-"""The one exception tree of the engine.
+"""The one exception tree of the engine; the MCP side extends it in :mod:`cudaopt_mcp.errors`.
 
 Expected kernel failures (compile errors, wrong answers, crashes, timeouts) are *data* in results and
 never raise. These exceptions are for bad input and for broken environments::
@@ -9,15 +9,14 @@ never raise. These exceptions are for bad input and for broken environments::
     ├── CandidateError         a candidate is malformed (bad define, forbidden option, bad launch)
     ├── CompilerUnavailable    NVRTC cannot be loaded (the message says which package to install)
     ├── BackendError           an execution backend cannot be used here
-    │   └── BackendUnavailable    e.g. no GPU / no driver; the message says what to do
-    ├── WorkerError            the worker process broke in a way that is not the kernel's fault
-    ├── LaunchPrepError        (wrapped_launch) a case cannot be prepared for ncu / compute-sanitizer
-    ├── ProfileParseError      (ncu_csv) text that is not an Nsight Compute CSV
-    └── defined by the MCP side on the same base:
-        RunError, StepRefused  (cudaopt_mcp) unknown ids, refused requests
-        SessionError           (client) the server refused a call or cannot be reached
-        ProposerUnavailable    (client) a proposer cannot be created here (missing extra, API key)
-        PromptMissing          (prompts) a template file is missing
+    │   └── BackendUnavailable    e.g. no GPU / no driver / no jail; the message says what to do
+    ├── WorkerError            a worker process broke in a way that is not the kernel's fault
+    │   ├── WorkerTimeout         the child did not answer in time and was killed
+    │   ├── WorkerDied            the child ended (or sent garbage) with a request in flight
+    │   ├── FrameTimeout          a message frame did not arrive whole before its deadline
+    │   └── BadFrame              the peer sent something that is not a frame of the protocol
+    ├── LaunchPrepError        a case cannot be prepared for ncu / compute-sanitizer
+    └── ProfileParseError      text that is not an Nsight Compute CSV
 """
 
 from __future__ import annotations
@@ -57,3 +56,27 @@ class BackendUnavailable(BackendError):
 
 class WorkerError(HarnessError):
     """The worker process failed for a reason that is not the candidate's fault."""
+
+
+class WorkerTimeout(WorkerError):
+    """The child did not answer within the request's timeout and was killed."""
+
+
+class WorkerDied(WorkerError):
+    """The child process ended (or sent garbage) while a request was in flight."""
+
+
+class FrameTimeout(WorkerError):
+    """The whole frame did not arrive before the deadline."""
+
+
+class BadFrame(WorkerError):
+    """The peer sent something that is not a frame of this protocol."""
+
+
+class LaunchPrepError(HarnessError):
+    """The case cannot be launched as asked (no such case, compile error, bad launch); the message says why."""
+
+
+class ProfileParseError(HarnessError):
+    """The text is not an ncu CSV page (often an ncu error message); the message quotes its first lines."""

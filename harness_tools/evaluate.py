@@ -29,21 +29,21 @@ from typing import BinaryIO, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from .backends import ExecutionBackend
-from .candidate import Candidate
-from .compile import CompileResult, compile_candidate, nvrtc_version
-from .environment import Environment, read_clocks
-from .errors import BackendError, CandidateError
-from .execution import ArgSpec, CaseRequest, CaseRun, DeviceInfo, RaceReport
-from .expressions import evaluate as evaluate_expression
-from .input_files import CACHE as INPUT_FILES
-from .input_files import scratch_dir
-from .inputs import available_host_bytes, case_footprint, draw_inputs, fresh_seed, scalar_arguments
-from .param_check import parameter_problem
-from .reference import expected_outputs, stored_inputs
-from .spec import Case, ScalarParam, Task
-from .timing import TimingPlan, TimingStats, geomean
-from .verify import OutputComparison, compare
+from harness_tools.backends import ExecutionBackend
+from harness_tools.backends.contract import ArgSpec, CaseRequest, CaseRun, DeviceInfo, RaceReport
+from harness_tools.backends.environment import Environment, read_clocks
+from harness_tools.check.compare import OutputComparison, compare
+from harness_tools.check.inputs import available_host_bytes, case_footprint, draw_inputs, fresh_seed, scalar_arguments
+from harness_tools.check.reference import expected_outputs, stored_inputs
+from harness_tools.compile import CompileResult, compile_candidate, nvrtc_version
+from harness_tools.compile.param_check import parameter_problem
+from harness_tools.errors import BackendError, CandidateError
+from harness_tools.run.scratch import CACHE as INPUT_FILES
+from harness_tools.run.scratch import scratch_dir
+from harness_tools.run.timing import TimingPlan, TimingStats, geomean
+from harness_tools.task.candidate import Candidate
+from harness_tools.task.expressions import evaluate as evaluate_expression
+from harness_tools.task.spec import Case, ScalarParam, Task
 
 CaseStatus = Literal["passed", "mismatch", "run_error", "corrupted", "race", "skipped"]
 
@@ -160,7 +160,7 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
 
 def compile_budget(left_s: float) -> float:
     """Seconds a compile may take with ``left_s`` of the budget left: no more than the compiler's default."""
-    from .compile_worker import DEFAULT_TIMEOUT_S
+    from harness_tools.compile.child import DEFAULT_TIMEOUT_S
 
     return max(min(DEFAULT_TIMEOUT_S, left_s), MIN_CASE_S)
 

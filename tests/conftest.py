@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness_tools.backends.cuda import gpu_present
+from harness_tools.backends.cuda.backend import gpu_present
 
 
 def pytest_collection_modifyitems(config, items):

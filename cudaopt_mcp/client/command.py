@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .proposers import choose, create_proposer, proposer_names
+from cudaopt_mcp.client.proposers import choose, create_proposer, proposer_names
 
 
 def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str]) -> None:
@@ -46,10 +46,10 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
 def run_optimize(args: argparse.Namespace) -> int:
     import anyio  # the MCP client and the loop load only for this command
 
-    from .loop import LoopConfig, LoopSummary, optimise
-    from .proposal import ProposerSettings
-    from .session import open_session
-    from .terminal import Terminal, final_table
+    from cudaopt_mcp.client.loop import LoopConfig, LoopSummary, optimise
+    from cudaopt_mcp.client.proposal import ProposerSettings
+    from cudaopt_mcp.client.session import open_session
+    from cudaopt_mcp.client.terminal import Terminal, final_table
 
     if bool(args.task) == bool(args.run):
         print("cudaopt: error: give a task, or --run RUN_ID to continue a run (not both)", file=sys.stderr)

@@ -18,11 +18,11 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
-from ..tool_models import TaskSummary
-from .proposal import Attempt, NoProposal, Proposal, ProposalContext
-from .proposers import Proposer
-from .session import Session, SessionError
-from .terminal import Terminal
+from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext
+from cudaopt_mcp.client.proposers import Proposer
+from cudaopt_mcp.client.session import Session, SessionError
+from cudaopt_mcp.client.terminal import Terminal
+from cudaopt_mcp.tool_models import TaskSummary
 
 
 class LoopConfig(BaseModel):

@@ -12,9 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness_tools.spec import Expr, LaunchSpec
-
-from ..tool_models import TaskSummary
+from cudaopt_mcp.tool_models import TaskSummary
+from harness_tools.task.spec import Expr, LaunchSpec
 
 
 class Proposal(BaseModel):

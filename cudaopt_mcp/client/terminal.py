@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from .proposal import Attempt
+from cudaopt_mcp.client.proposal import Attempt
 
 if TYPE_CHECKING:
-    from .loop import LoopSummary
+    from cudaopt_mcp.client.loop import LoopSummary
 
 BAR = 20
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Protocol
 
-from ..errors import BackendError
-from ..execution import CaseRequest, CaseRun, DeviceInfo
+from harness_tools.backends.contract import CaseRequest, CaseRun, DeviceInfo
+from harness_tools.errors import BackendError
 
 
 class ExecutionBackend(Protocol):
@@ -32,8 +32,8 @@ class ExecutionBackend(Protocol):
 
 
 _REGISTRY: dict[str, str] = {
-    "cuda": "harness_tools.backends.cuda:CudaBackend",
-    "cpu": "harness_tools.backends.cpu:CpuBackend",
+    "cuda": "harness_tools.backends.cuda.backend:CudaBackend",
+    "cpu": "harness_tools.backends.cpu.backend:CpuBackend",
 }
 
 

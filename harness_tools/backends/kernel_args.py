@@ -11,7 +11,7 @@ import ctypes
 
 import numpy as np
 
-from ..execution import ArgSpec
+from harness_tools.backends.contract import ArgSpec
 
 SCALAR_CTYPES = {
     "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,

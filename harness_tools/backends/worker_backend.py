@@ -1,7 +1,7 @@
 """A backend whose executor runs in a worker process: the shared parent-side half of cuda and cpu.
 
-The worker is jailed: it reads inputs only from :func:`~harness_tools.input_files.inputs_root` and writes
-only under :func:`~harness_tools.input_files.scratch_root`. A request whose input files or output folder
+The worker is jailed: it reads inputs only from :func:`~harness_tools.run.scratch.inputs_root` and writes
+only under :func:`~harness_tools.run.scratch.scratch_root`. A request whose input files or output folder
 lie elsewhere (a caller's own folder, ``cudaopt eval --keep``) is staged: inputs are copied in, outputs
 are written in scratch and moved to the folder asked for afterwards.
 """
@@ -14,10 +14,11 @@ import shutil
 import stat
 from pathlib import Path
 
-from ..execution import CaseRequest, CaseRun, DeviceInfo
-from ..input_files import inputs_root, scratch_dir, scratch_root
-from ..jail import JailSpec
-from ..worker import Worker, WorkerDied, WorkerTimeout
+from harness_tools.backends.contract import CaseRequest, CaseRun, DeviceInfo
+from harness_tools.errors import WorkerDied, WorkerTimeout
+from harness_tools.run.jail import JailSpec
+from harness_tools.run.scratch import inputs_root, scratch_dir, scratch_root
+from harness_tools.run.worker import Worker
 
 
 class WorkerBackend:

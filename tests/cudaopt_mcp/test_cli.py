@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from harness_tools.backends.cuda import gpu_present
+from harness_tools.backends.cuda.backend import gpu_present
 
 
 def cudaopt(*args: str, cwd=None) -> subprocess.CompletedProcess:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness_tools import jail
+from harness_tools.run import jail
 from tests.cudaopt_mcp import jail_attack_kit as kit
 
 pytestmark = pytest.mark.skipif(not jail.status().active, reason=f"no jail here: {jail.status().detail}")
@@ -154,7 +154,7 @@ def test_cli_kill9_during_a_hung_kernel_leaves_no_jailed_process(task, secrets, 
             time.sleep(0.05)
         jailed = kit.descendants(proc.pid)
         cmds = [Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode() for p in jailed]
-        assert any("harness_tools.worker" in c and "cpu_executor" in c for c in cmds), cmds
+        assert any("harness_tools.run.worker" in c and "cpu_executor" in c for c in cmds), cmds
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         left = kit.wait_gone(lambda: kit.alive(jailed), 2.0)
@@ -169,7 +169,7 @@ def test_cli_kill9_during_a_hung_kernel_leaves_no_jailed_process(task, secrets, 
 
 def test_cli_worker_answer_pipe_cannot_run_code_in_the_caller(task, secrets, tmp_path):
     """Found: cudaopt eval unpickled the worker's answer pipe, so kernel host code ran commands as the
-    calling user, outside the jail (harness_tools/worker.py; JSON frames now)."""
+    calling user, outside the jail (harness_tools/run/worker.py; JSON frames now)."""
     stolen = tmp_path / "stolen"
     ev = cudaopt_eval(task, kit.kernel(kit.pickle_injection(f"cat {secrets.file} > {stolen}; env >> {stolen}")),
                       tmp_path, secrets)

@@ -13,8 +13,8 @@ from mcp import Client
 
 from cudaopt_mcp.server import build_server
 from cudaopt_mcp.state import ServerConfig
-from harness_tools.ncu_summary import summarize
-from harness_tools.profile import ProfileResult
+from harness_tools.inspect.ncu_summary import summarize
+from harness_tools.inspect.profile import ProfileResult
 from tests.transpose_kernels import OOB_WRITE, RACY_TRANSPOSE, TILE_LOAD_LINE, TILE_STORE_LINE, TILED_LAUNCH
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"

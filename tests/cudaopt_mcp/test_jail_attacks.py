@@ -22,8 +22,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from harness_tools import jail
-from harness_tools.backends.cpu_build import cache_root, kernel_cache, runtime_library
+from harness_tools.backends.cpu.build import cache_root, kernel_cache, runtime_library
+from harness_tools.run import jail
 from tests.cudaopt_mcp import jail_attack_kit as kit
 
 pytestmark = pytest.mark.skipif(not jail.status().active, reason=f"no jail here: {jail.status().detail}")
@@ -416,14 +416,14 @@ def test_kill9_of_the_server_during_a_hung_kernel_leaves_no_jailed_process(tmp_p
         stray = kit.alive({p: kit.proc_table()[p][2] for p in map(int, report.get("jailed", {})) if p in kit.proc_table()})
         for p in stray:
             os.kill(p, signal.SIGKILL)
-    workers = [cmd for cmd in report.get("jailed", {}).values() if "harness_tools.worker" in cmd]
+    workers = [cmd for cmd in report.get("jailed", {}).values() if "harness_tools.run.worker" in cmd]
     assert any("cpu_executor" in cmd for cmd in workers), report  # the hung worker was found before the kill
     assert any("bwrap" in cmd for cmd in report["jailed"].values()), report
     assert report["left"] == {}, f"alive {report['after_s']:.1f} s after kill -9 of the server: {report['left']}"
 
 
 # ------------------------------------------------------------------------------------------------ the worker's pipe
-# Holes this suite found in the first jail (harness_tools/worker.py, jail.py, backends/cpu.py), fixed since:
+# Holes this suite found in the first jail (harness_tools/run/worker.py, jail.py, backends/cpu.py), fixed since:
 # each test is the attack that got through.
 
 def test_worker_answer_pipe_cannot_run_code_in_the_server(fresh_stdio, secrets, tmp_path):

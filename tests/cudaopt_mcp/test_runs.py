@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from cudaopt_mcp.runs import BestRecord, RunError, RunStore
-from harness_tools.spec import resolve_task
+from harness_tools.task.spec import resolve_task
 
 
 @pytest.fixture

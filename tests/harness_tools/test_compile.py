@@ -6,8 +6,9 @@ import uuid
 
 import pytest
 
-from harness_tools.candidate import Candidate
-from harness_tools.compile import LOG_CAP_CHARS, compile_candidate, filter_log, parse_resources
+from harness_tools.compile import compile_candidate
+from harness_tools.compile.nvrtc import LOG_CAP_CHARS, filter_log, parse_resources
+from harness_tools.task.candidate import Candidate
 
 ARCH = "sm_90"
 LAUNCH = {"grid": [1], "block": [256]}
@@ -233,7 +234,7 @@ def test_nvrtc_loads_from_the_wheel_without_a_toolkit(tmp_path):
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + "/usr/bin" + os.pathsep + "/bin"
     script = (
         "import shutil; assert shutil.which('nvcc') is None, 'nvcc still on PATH'\n"
-        "from harness_tools.candidate import Candidate\n"
+        "from harness_tools.task.candidate import Candidate\n"
         "from harness_tools.compile import compile_candidate\n"
         "c = Candidate(source='#include <cuda_fp16.h>\\nextern \"C\" __global__ void k(__half* x) { x[0] = __float2half(1.f); }',"
         " kernel_name='k', launch={'grid': [1], 'block': [1]})\n"
@@ -247,8 +248,8 @@ def test_nvrtc_loads_from_the_wheel_without_a_toolkit(tmp_path):
 
 def test_a_compile_past_its_timeout_is_an_error_and_the_next_compile_works():
     """NVRTC runs in a child process: a hang costs that process only, never the caller."""
-    from harness_tools.candidate import Candidate
     from harness_tools.compile import compile_candidate
+    from harness_tools.task.candidate import Candidate
 
     def cand(tag: str) -> Candidate:
         return Candidate(source=f'extern "C" __global__ void k(float* x) {{ x[0] = {tag}; }}\n', kernel_name="k",

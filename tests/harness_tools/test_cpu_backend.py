@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness_tools import candidate as candidates
-from harness_tools.backends.cpu_translate import unsupported
+from harness_tools.backends.cpu.translate import unsupported
 from harness_tools.evaluate import EvaluationConfig, evaluate
-from harness_tools.spec import LaunchSpec, bundled_task_names, resolve_task
+from harness_tools.task import candidate as candidates
+from harness_tools.task.spec import LaunchSpec, bundled_task_names, resolve_task
 from tests.transpose_kernels import GOOD_TRANSPOSE, OOB_WRITE
 
 # reduce_sum with dynamic shared memory, warp shuffles and one atomicAdd per block.
@@ -93,7 +93,7 @@ def test_a_tuned_kernel_of_every_task_passes_on_cpu(cpu_backend, name):
     task = resolve_task(name)
     from itertools import product
 
-    from harness_tools.expressions import evaluate as expr
+    from harness_tools.task.expressions import evaluate as expr
 
     tun = task.spec.tunables
     names = list(tun.params)
@@ -241,7 +241,7 @@ def test_cpu_and_gpu_give_matching_results(cpu_backend, cuda_backend, tmp_path, 
     """Same kernel, same seed: both backends pass, and their outputs agree element by element."""
     import numpy as np
 
-    from harness_tools.verify import compare
+    from harness_tools.check.compare import compare
 
     task, cand = _candidate(task_name, source, launch)
     outputs = {}
@@ -273,7 +273,7 @@ extern "C" __global__ void votes(float* out, int n) {
 def test_votes_in_a_partial_last_warp_count_only_existing_lanes(cpu_backend, tmp_path):
     import json
 
-    from harness_tools.spec import load_task
+    from harness_tools.task.spec import load_task
 
     (tmp_path / "votes.cu").write_text(VOTES)
     (tmp_path / "reference.py").write_text(

@@ -12,12 +12,12 @@ import sys
 import numpy as np
 import pytest
 
-from harness_tools import candidate as candidates
-from harness_tools.backends.cpu_tsan_report import Regions, describe, parse_races, parse_regions, parse_status
+from harness_tools.backends.contract import ArgSpec, CaseRequest
+from harness_tools.backends.cpu.tsan_report import Regions, describe, parse_races, parse_regions, parse_status
 from harness_tools.errors import BackendError
 from harness_tools.evaluate import EvaluationConfig, evaluate
-from harness_tools.execution import ArgSpec, CaseRequest
-from harness_tools.spec import LaunchSpec, resolve_task
+from harness_tools.task import candidate as candidates
+from harness_tools.task.spec import LaunchSpec, resolve_task
 from tests.transpose_kernels import TILE_LOAD_LINE, TILE_STORE_LINE, TILED_LAUNCH, TILED_TRANSPOSE
 
 RACE_CHECK = EvaluationConfig(roles=["validation"], timeout_s=120, race_check=True)

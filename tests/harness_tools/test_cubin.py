@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from harness_tools.candidate import Candidate
-from harness_tools.compile import compile_candidate, parse_resources
-from harness_tools.cubin import read_cubin
+from harness_tools.compile import compile_candidate
+from harness_tools.compile.cubin import read_cubin
+from harness_tools.compile.nvrtc import parse_resources
+from harness_tools.task.candidate import Candidate
 
 SOURCE = """
 __device__ __noinline__ float helper(const float* x, int i) { return x[i] * 2.f; }
@@ -44,7 +45,7 @@ def test_garbage_is_not_a_cubin():
 
 
 def test_parameter_sizes_come_from_the_cubin_in_declaration_order():
-    from harness_tools.spec import LaunchSpec
+    from harness_tools.task.spec import LaunchSpec
 
     source = ('extern "C" __global__ void k(const float* a, float* b, int n, unsigned long long m, double d, short s)'
               " { if (n) b[0] = a[0] + m + d + s; }\n"

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from harness_tools.errors import ExpressionError
-from harness_tools.expressions import evaluate, evaluate_int, names_in
+from harness_tools.task.expressions import evaluate, evaluate_int, names_in
 
 
 @pytest.mark.parametrize(
@@ -183,7 +183,7 @@ def test_huge_results_are_refused_quickly(expression):
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
         from harness_tools.errors import ExpressionError
-        from harness_tools.expressions import evaluate
+        from harness_tools.task.expressions import evaluate
         try:
             evaluate({expression!r}, {{}})
         except ExpressionError:

@@ -18,10 +18,11 @@ import pytest
 from pydantic import ValidationError
 
 import harness_tools
-from harness_tools.backends.cpu_build import compiler_diagnostics
-from harness_tools.candidate import Candidate
-from harness_tools.compile import compile_candidate, filter_log
-from harness_tools.include_guard import check_source
+from harness_tools.backends.cpu.build import compiler_diagnostics
+from harness_tools.compile import compile_candidate
+from harness_tools.compile.nvrtc import filter_log
+from harness_tools.task.candidate import Candidate
+from harness_tools.task.include_guard import check_source
 
 ARCH = "sm_90"
 KERNEL = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n'

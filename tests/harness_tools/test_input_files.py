@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from harness_tools.input_files import PREFIX, InputFiles, sweep_dead_folders
+from harness_tools.run.scratch import PREFIX, InputFiles, sweep_dead_folders
 
 
 def test_inputs_are_drawn_once_per_key_and_redrawn_when_their_files_are_gone():

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from harness_tools import jail
 from harness_tools.errors import BackendUnavailable
-from harness_tools.jail import JailSpec, Limits
-from harness_tools.jail_check import check_jail
-from harness_tools.jail_limits import cgroup_available
+from harness_tools.run import jail
+from harness_tools.run.jail import JailSpec, Limits
+from harness_tools.run.jail_check import check_jail
+from harness_tools.run.jail_limits import cgroup_available
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,7 +119,7 @@ def test_a_jailed_process_dies_with_its_parent_even_when_a_short_lived_thread_st
     marker = tmp_path / "pid"
     script = textwrap.dedent(f"""
         import threading, time
-        from harness_tools import jail
+        from harness_tools.run import jail
         def start():
             proc = jail.popen(["/bin/sh", "-c", "echo $$ > {marker}.inner; exec sleep 300"],
                               jail.JailSpec(purpose="t", python=False, writable=({str(tmp_path)!r},)))

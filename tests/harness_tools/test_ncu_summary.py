@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness_tools.errors import HarnessError
-from harness_tools.ncu_summary import Ceilings, ProfileParseError, parse_details_csv, parse_raw_csv, summarize
+from harness_tools.errors import HarnessError, ProfileParseError
+from harness_tools.inspect.ncu_summary import Ceilings, parse_details_csv, parse_raw_csv, summarize
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 CASES = sorted(p.name.removesuffix(".raw.csv") for p in FIXTURES.glob("*.raw.csv"))

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness_tools import candidate as candidates
-from harness_tools.profile import INSTALL_HINT, PERMISSION_HINT, profile_candidate
-from harness_tools.sanitize import sanitize_cuda
-from harness_tools.spec import resolve_task
+from harness_tools.inspect.profile import INSTALL_HINT, PERMISSION_HINT, profile_candidate
+from harness_tools.inspect.sanitize import sanitize_cuda
+from harness_tools.task import candidate as candidates
+from harness_tools.task.spec import resolve_task
 
 
 def fake_tool(tmp_path: Path, name: str, body: str) -> Path:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness_tools import candidate as candidates
-from harness_tools.profile import profile_candidate
-from harness_tools.sanitize import sanitize_cuda
-from harness_tools.spec import bundled_task_names, resolve_task
+from harness_tools.inspect.profile import profile_candidate
+from harness_tools.inspect.sanitize import sanitize_cuda
+from harness_tools.task import candidate as candidates
+from harness_tools.task.spec import bundled_task_names, resolve_task
 from tests.transpose_kernels import OOB_LINE, OOB_READ, RACY_TRANSPOSE, TILE_LOAD_LINE, TILE_STORE_LINE, TILED_LAUNCH
 
 pytestmark = pytest.mark.gpu

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from harness_tools import candidate as candidates
 from harness_tools.evaluate import EvaluationConfig, evaluate
-from harness_tools.spec import load_task
+from harness_tools.task import candidate as candidates
+from harness_tools.task.spec import load_task
 
 pytestmark = pytest.mark.gpu
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from harness_tools.timing import TimingPlan, geomean, measure, summarize
+from harness_tools.run.timing import TimingPlan, geomean, measure, summarize
 
 
 def test_summary_statistics():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness_tools.spec import Tolerance
-from harness_tools.verify import compare, error_map
+from harness_tools.check.compare import compare, error_map
+from harness_tools.task.spec import Tolerance
 
 TOL = Tolerance(atol=1e-3, rtol=1e-2)
 

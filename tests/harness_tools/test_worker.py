@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness_tools.errors import BackendUnavailable, WorkerError
-from harness_tools.jail import JailSpec
-from harness_tools.worker import Worker, WorkerDied, WorkerTimeout
+from harness_tools.errors import BackendUnavailable, WorkerDied, WorkerError, WorkerTimeout
+from harness_tools.run.jail import JailSpec
+from harness_tools.run.worker import Worker
 
 ECHO = "tests.harness_tools.echo_executor:EchoExecutor"
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,8 +70,8 @@ def test_failed_start_is_backend_unavailable():
 
 def test_child_stdout_never_reaches_parent_stdout(tmp_path):
     script = textwrap.dedent(f"""
-        from harness_tools.jail import JailSpec
-        from harness_tools.worker import Worker
+        from harness_tools.run.jail import JailSpec
+        from harness_tools.run.worker import Worker
         w = Worker({ECHO!r}, 0, JailSpec(purpose="t", read_only=({str(ROOT / "tests")!r},), env={{"PYTHONPATH": {str(ROOT)!r}}}))
         w.start()
         assert w.call("shout", "SECRET-PRINTF", 10) == "ok"

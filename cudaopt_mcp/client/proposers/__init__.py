@@ -13,9 +13,8 @@ import importlib
 import os
 from typing import Protocol, runtime_checkable
 
+from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
 from harness_tools.errors import HarnessError
-
-from ..proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
 
 
 class ProposerUnavailable(HarnessError):

@@ -14,9 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness_tools.spec import LaunchSpec
-
-from ..proposal import NoProposal, Proposal
+from cudaopt_mcp.client.proposal import NoProposal, Proposal
+from harness_tools.task.spec import LaunchSpec
 
 SCHEMA_NAME = "cuda_candidate"
 

@@ -18,9 +18,9 @@ from optuna.distributions import CategoricalDistribution
 from optuna.samplers import TPESampler
 from optuna.trial import Trial, TrialState, create_trial
 
-from ...tool_models import TaskSummary
-from ..proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
-from .tuner_space import Config, TunableSpace
+from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
+from cudaopt_mcp.tool_models import TaskSummary
+from harness_tools.task.tunable_space import Config, TunableSpace
 
 # TPE samples at random until this many configurations have a score: a fifth of the budget, 3 to 10.
 # Replayed on the H200's sgemm table, 3 instead of 10 random starts brought a 7-evaluation run from

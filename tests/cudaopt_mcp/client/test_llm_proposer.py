@@ -13,7 +13,7 @@ from cudaopt_mcp.client.proposal import NoProposal, Proposal, ProposalContext, P
 from cudaopt_mcp.client.proposers import ProposerUnavailable, create_proposer
 from cudaopt_mcp.client.proposers.llm_records import TokenUsage, cost_usd
 from cudaopt_mcp.summaries import task_summary
-from harness_tools.spec import resolve_task
+from harness_tools.task.spec import resolve_task
 from tests.cudaopt_mcp.client.scripted_llm import completion, error
 
 FAKE_KEY = "sk-test-FAKE0123456789abcdef"

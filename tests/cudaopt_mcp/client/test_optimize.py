@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness_tools.backends.cuda import gpu_present
-from harness_tools.expressions import evaluate
-from harness_tools.spec import BUNDLED_DIR, resolve_task
+from harness_tools.backends.cuda.backend import gpu_present
+from harness_tools.task.expressions import evaluate
+from harness_tools.task.spec import BUNDLED_DIR, resolve_task
 from tests.cudaopt_mcp.client.scripted_llm import completion, error
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -16,8 +16,8 @@ from cudaopt_mcp.client.proposers import Proposer, create_proposer
 from cudaopt_mcp.summaries import task_summary
 from cudaopt_mcp.tool_models import TaskSummary
 from harness_tools.errors import ExpressionError
-from harness_tools.expressions import evaluate
-from harness_tools.spec import resolve_task
+from harness_tools.task.expressions import evaluate
+from harness_tools.task.spec import resolve_task
 
 NARROW = {"BM": [64, 256], "BN": [64, 128], "BK": [8, 32], "TM": [4, 8], "TN": [4, 8], "MINB": [1, 3],
           "WIDE_MIN": [-1]}  # 35 of 64 valid

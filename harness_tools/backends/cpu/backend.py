@@ -1,0 +1,79 @@
+"""The ``cpu`` backend, parent side: CUDA C kernels compiled by g++ and run on the CPU in a worker.
+
+For machines without a GPU (CI, laptops). NVRTC still compiles every candidate first (for sm_90), so
+dialect errors are caught exactly as on a GPU; then g++ builds the same source against our runtime.
+Timings are CPU wall-clock timings and are labelled so. It also offers a race check: one launch under
+ThreadSanitizer with CUDA threads as TSan fibers (see cpu_racecheck).
+
+Who does what, for the jail's sake: this process builds each kernel (g++ in a jail of its own that writes
+only its build folder) and puts the library into the cache; the worker (jailed, the cache read-only)
+loads and runs it. A worker runs one kernel library only: a candidate is native code, and threads it
+left behind must not see the next candidate's cases, so another library gets a fresh worker (about
+0.3 s). Race-check executables are built and run here, each in a jail of its own.
+"""
+
+from __future__ import annotations
+
+import os
+
+from harness_tools.backends.contract import CaseRequest, CaseRun, RaceReport
+from harness_tools.backends.cpu.build import build_kernel, cache_root, compiler, compiler_home, kernel_cache, runtime_library
+from harness_tools.backends.cpu.translate import unsupported
+from harness_tools.backends.worker_backend import WorkerBackend
+from harness_tools.run.jail import JailSpec, Limits
+from harness_tools.run.scratch import inputs_root, scratch_root
+
+EXECUTOR = "harness_tools.backends.cpu.executor:CpuExecutor"
+
+
+def worker_jail() -> JailSpec:
+    """The cpu worker runs native candidate code: it reads the runtime and built kernels, reads the inputs,
+    and writes only the scratch folder."""
+    runtime = runtime_library()  # built here, before any jail: the worker cannot write the cache
+    return JailSpec(purpose="cpu worker",
+                    read_only=(str(runtime.parent), str(kernel_cache()), str(inputs_root()), *compiler_home()),
+                    writable=(str(scratch_root()),), env={"CUDAOPT_CPU_RUNTIME": str(runtime)},
+                    limits=Limits(address_space=memory_limit(), processes=64 + 2 * (os.cpu_count() or 1)))
+
+
+def memory_limit() -> int:
+    """The cpu worker's address space: ``CUDAOPT_CPU_MEMORY_MB``, default half the machine's memory (a worker
+    running the bundled tasks peaks near 0.7 GB of address space; cases are checked against free memory first)."""
+    given = os.environ.get("CUDAOPT_CPU_MEMORY_MB")
+    if given:
+        return int(given) << 20
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+
+
+class CpuBackend(WorkerBackend):
+    name = "cpu"
+
+    def __init__(self, device: int = 0):
+        compiler()  # a clear BackendUnavailable before any worker starts when g++ is missing
+        cache_root()
+        super().__init__(EXECUTOR, device, spec=worker_jail())
+        self._library: str | None = None
+
+    def run_case(self, request: CaseRequest, timeout_s: float) -> CaseRun:
+        refused = unsupported(request.source)
+        if refused:
+            return CaseRun(status="invalid_launch", error="CPU_UNSUPPORTED", message="\n".join(refused))
+        build = build_kernel(request.source, request.kernel_name, request.args, request.defines, request.options)
+        if not build.ok:
+            return CaseRun(status="launch_error", error="CPU_COMPILE_ERROR", message=f"g++ rejected the kernel:\n{build.log}")
+        if self._library not in (None, str(build.path)):
+            self._worker.close()  # the next call starts a fresh worker: nothing of the last kernel survives
+        self._library = str(build.path)
+        run = self.forward(request, timeout_s, library=self._library)
+        run.load_ms += build.build_ms
+        return run
+
+    def race_check(self, request: CaseRequest, timeout_s: float) -> RaceReport:
+        """Run the case once under ThreadSanitizer and report data races between CUDA threads.
+
+        Failure behaviour: races, a kernel error under the check, a build error or a run past
+        ``timeout_s`` come back as a report (status ``races`` or ``error``).
+        """
+        from harness_tools.backends.cpu.racecheck import race_check  # only race checks need it
+
+        return race_check(request, timeout_s)

@@ -1,0 +1,188 @@
+"""The ``cpu`` backend, worker side: builds kernels with g++ and runs them on the runtime library.
+
+Runs inside the jailed worker process (launches may corrupt memory, as on a GPU; the kernel is native
+code). It never builds: the parent builds each kernel with a jailed g++ and sends its path, and the
+kernel cache is read-only in here, so no kernel can change another's library. Buffers come from the
+runtime's guarded allocator: [guard page][front pad][data][slack][guard page], pad and slack poisoned
+with 0xFF, so out-of-bounds reads see NaN, writes into pad/slack show as changed canaries and anything
+further faults on a guard page (reported with the argument's name, block and thread). Timings are wall
+clock on the CPU and are labelled ``cpu-wall-clock``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+from harness_tools.backends.byte_compare import same_bytes
+from harness_tools.backends.contract import POISON_BYTE, ArgSpec, CaseRequest, CaseRun
+from harness_tools.backends.cpu.build import runtime_library
+from harness_tools.backends.cpu.translate import needs_fibers
+from harness_tools.backends.kernel_args import argument_array
+from harness_tools.run.timing import summarize
+
+OK, KERNEL_ERROR, OUT_OF_BOUNDS, CRASH, BAD_LAUNCH = range(5)
+_ERROR_NAMES = {KERNEL_ERROR: "CPU_KERNEL_ERROR", OUT_OF_BOUNDS: "CPU_OUT_OF_BOUNDS", CRASH: "CPU_CRASH"}
+
+
+class Buffer(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("size", ctypes.c_size_t),
+                ("front_pad", ctypes.c_size_t), ("slack", ctypes.c_size_t), ("mapping", ctypes.c_void_p),
+                ("mapping_size", ctypes.c_size_t)]
+
+
+class LaunchConfig(ctypes.Structure):
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("dynamic_shared", ctypes.c_size_t),
+                ("use_fibers", ctypes.c_int), ("os_threads", ctypes.c_int), ("buffers", ctypes.POINTER(Buffer)),
+                ("buffer_count", ctypes.c_int), ("error", ctypes.c_char_p), ("error_size", ctypes.c_size_t)]
+
+
+class CpuExecutor:
+    def __init__(self, device: int):
+        # the parent built the runtime and names it: the cache is read-only in here
+        runtime = os.environ.get("CUDAOPT_CPU_RUNTIME") or str(runtime_library())
+        self.runtime = ctypes.CDLL(runtime, mode=ctypes.RTLD_GLOBAL)
+        self.runtime.cudaopt_buffer_alloc.argtypes = [ctypes.POINTER(Buffer), ctypes.c_char_p, ctypes.c_size_t]
+        self.runtime.cudaopt_buffer_free.argtypes = [ctypes.POINTER(Buffer)]
+        self.runtime.cudaopt_runtime_version.restype = ctypes.c_char_p
+        self.os_threads = int(os.environ.get("CUDAOPT_CPU_THREADS") or os.cpu_count() or 1)
+        self.kernels: OrderedDict[Path, ctypes.CDLL] = OrderedDict()
+        self.dead = False
+
+    def info(self) -> dict:
+        return {
+            "backend": "cpu", "name": f"CPU: {_cpu_model()} ({self.os_threads} threads)", "arch": "sm_90",
+            "sm_count": self.os_threads, "driver_version": self.runtime.cudaopt_runtime_version().decode(),
+        }
+
+    def run_case(self, payload: dict) -> dict:
+        """``payload``: the request's fields plus ``library``, the kernel the parent built (see cpu.py)."""
+        library = Path(payload.pop("library"))
+        request = CaseRequest.model_validate(payload)
+        start = time.perf_counter()
+        launch = self._kernel(library).cudaopt_launch
+        load_ms = (time.perf_counter() - start) * 1e3
+        start = time.perf_counter()
+        buffers = self._allocate(request.args)
+        setup_ms = (time.perf_counter() - start) * 1e3
+        try:
+            return self._run(request, launch, buffers, load_ms, setup_ms).model_dump()
+        finally:
+            if not self.dead:
+                for buf in buffers.values():
+                    self.runtime.cudaopt_buffer_free(ctypes.byref(buf))
+
+    def _run(self, request: CaseRequest, launch, buffers: dict[str, Buffer], load_ms: float, setup_ms: float) -> CaseRun:
+        table = (Buffer * max(1, len(buffers)))(*buffers.values())
+        error = ctypes.create_string_buffer(4096)
+        config = LaunchConfig((ctypes.c_uint * 3)(*request.grid), (ctypes.c_uint * 3)(*request.block),
+                              request.shared_mem, int(needs_fibers(request.source)), self.os_threads,
+                              table, len(buffers), ctypes.cast(error, ctypes.c_char_p), len(error))
+        holders, args = argument_array(request.args, {name: buf.data for name, buf in buffers.items()})
+        run = CaseRun(status="ok", load_ms=load_ms, setup_ms=setup_ms)
+        start = time.perf_counter()
+        code = launch(ctypes.byref(config), args)
+        run.run_ms = (time.perf_counter() - start) * 1e3
+        if code != OK:
+            return self._failure(code, error.value.decode(errors="replace"), run)
+        start = time.perf_counter()
+        self._collect(request, buffers, run)
+        run.collect_ms = (time.perf_counter() - start) * 1e3
+        if request.timing is not None and not run.overruns:
+            samples = []
+            begin = time.perf_counter()
+            for i in range(request.timing.warmup + request.timing.reps):
+                t0 = time.perf_counter()
+                code = launch(ctypes.byref(config), args)
+                if code != OK:
+                    return self._failure(code, error.value.decode(errors="replace"), run)
+                if i >= request.timing.warmup:
+                    samples.append((time.perf_counter() - t0) * 1e3)
+            run.timing = summarize(samples, clock="cpu-wall-clock")
+            run.time_ms = (time.perf_counter() - begin) * 1e3
+        del holders
+        return run
+
+    def _failure(self, code: int, message: str, run: CaseRun) -> CaseRun:
+        if code == BAD_LAUNCH:
+            run.status, run.error = "invalid_launch", "CPU_BAD_LAUNCH"
+        else:
+            run.status, run.error = "launch_error", _ERROR_NAMES.get(code, f"CPU_ERROR_{code}")
+        run.message = message
+        if code == CRASH:
+            self.dead = run.worker_restarted = True  # memory may be corrupt: a fresh worker takes over
+            run.message += "; the worker restarts"
+        return run
+
+    def _allocate(self, args: list[ArgSpec]) -> dict[str, Buffer]:
+        buffers: dict[str, Buffer] = {}
+        self._names = [a.name.encode() for a in args]  # the runtime keeps pointers to the names
+        for arg, name in zip(args, self._names):
+            if arg.kind != "buffer":
+                continue
+            buf = Buffer()
+            nbytes = int(np.prod(arg.shape)) * np.dtype(arg.dtype).itemsize
+            rc = self.runtime.cudaopt_buffer_alloc(ctypes.byref(buf), name, nbytes)
+            if rc != 0:
+                raise MemoryError(f"cannot allocate {nbytes} bytes for {arg.name}: {os.strerror(rc)}")
+            view = _view(buf.data, nbytes)
+            if arg.input_file:
+                view[:] = np.load(arg.input_file, mmap_mode="r").reshape(-1).view(np.uint8)
+            elif arg.initial is not None:
+                view[:] = np.full(arg.shape, arg.initial, dtype=arg.dtype).reshape(-1).view(np.uint8)
+            else:
+                view[:] = POISON_BYTE
+            buffers[arg.name] = buf
+        return buffers
+
+    def _collect(self, request: CaseRequest, buffers: dict[str, Buffer], run: CaseRun) -> None:
+        out_dir = Path(request.output_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for arg in request.args:
+            if arg.kind != "buffer":
+                continue
+            buf = buffers[arg.name]
+            pad = _view(buf.data - buf.front_pad, buf.front_pad)
+            slack = _view(buf.data + buf.size, buf.slack)
+            if not ((pad == POISON_BYTE).all() and (slack == POISON_BYTE).all()):
+                run.overruns.append(arg.name)
+            data = _view(buf.data, buf.size).view(arg.dtype).reshape(arg.shape)  # no copy: read before the free
+            if arg.role == "in":
+                original = np.load(arg.input_file, mmap_mode="r")
+                if not same_bytes(data, original):
+                    run.modified_inputs.append(arg.name)
+            else:
+                path = out_dir / f"{arg.name}.npy"
+                np.save(path, data)
+                run.outputs[arg.name] = str(path)
+
+    def _kernel(self, path: Path):
+        if path not in self.kernels:
+            lib = ctypes.CDLL(str(path))
+            lib.cudaopt_launch.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.c_void_p]
+            lib.cudaopt_launch.restype = ctypes.c_int
+            self.kernels[path] = lib
+        self.kernels.move_to_end(path)
+        return self.kernels[path]
+
+
+def _view(address: int, nbytes: int) -> np.ndarray:
+    if nbytes == 0:
+        return np.empty(0, dtype=np.uint8)
+    return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

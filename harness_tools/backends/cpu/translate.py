@@ -1,0 +1,136 @@
+"""From CUDA source to a C++ translation unit for the cpu backend.
+
+The source is compiled by g++ against ``runtime/cudaopt_cpu.h`` almost unchanged; this module
+(1) refuses up front, with the construct and its line, what the CPU runtime cannot honour,
+(2) rewrites ``extern __shared__`` declarations to the block's dynamic shared memory (keeping line
+numbers), (3) decides whether the kernel needs fibers, and (4) generates the launcher that unpacks
+the kernel's arguments.
+"""
+
+from __future__ import annotations
+
+import re
+
+from harness_tools.backends.contract import ArgSpec
+from harness_tools.task.include_guard import code_lines
+
+# (pattern on a comment-free, literal-blanked line, what to say). Checked in order; one report per line.
+_UNSUPPORTED: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\b(asm|__asm__|__asm)\b"), "inline PTX `asm` cannot run on the CPU"),
+    (re.compile(r"\b(wmma|nvcuda|mma_sync|load_matrix_sync|__hmma\w*)\b|<mma\.h>|\"mma\.h\""),
+     "warp matrix operations (wmma/mma) are not supported on the cpu backend"),
+    (re.compile(r"\b(__pipeline_\w+|memcpy_async|cp_async\w*|__cp_async\w*|cuda_pipeline)\b"),
+     "asynchronous copies (cp.async / memcpy_async / pipelines) are not supported on the cpu backend"),
+    (re.compile(r"\b(cp\.async|cp\.async\.bulk|cuTensorMap\w*|CUtensorMap\w*|tma\w*)\b"),
+     "TMA / bulk asynchronous copies are not supported on the cpu backend"),
+    (re.compile(r"\bcuda\s*::\s*(barrier|pipeline|std|memcpy_async|atomic\w*)\b|\bcuda::"),
+     "libcu++ (cuda::barrier, cuda::std, ...) is not supported on the cpu backend"),
+    (re.compile(r"\b(cooperative_groups|this_grid|grid_group|this_cluster|cluster_group)\b"),
+     "cooperative groups (grid-wide sync, clusters) are not supported on the cpu backend"),
+    (re.compile(r"\b(__cluster_dims__|cluster_dims|__cluster_\w+|cudaLaunchKernelEx)\b"),
+     "thread block clusters are not supported on the cpu backend"),
+    (re.compile(r"\b(tex1D\w*|tex2D\w*|tex3D\w*|texCubemap\w*|texture|cudaTextureObject_t|surf\dD\w*|"
+                r"surfCubemap\w*|cudaSurfaceObject_t|tex1Dfetch)\b"),
+     "textures and surfaces are not supported on the cpu backend"),
+    (re.compile(r"<<<|\bcudaLaunchDevice\b|\bcudaGetParameterBuffer\b"),
+     "dynamic parallelism (launching kernels from device code) is not supported on the cpu backend"),
+    (re.compile(r"\b(cub|thrust|cutlass|cute)\s*::"), "CUB/Thrust/CUTLASS are not supported on the cpu backend"),
+    (re.compile(r"\b(__half2?|__nv_bfloat162?|__nv_fp8\w*|half2?|cuda_fp16|cuda_bf16|cuda_fp8|__float2half\w*|"
+                r"__half2float|__float2bfloat16\w*|__bfloat162float)\b|cuda_fp16\.h|cuda_bf16\.h|cuda_fp8\.h"),
+     "__half/__nv_bfloat16 are not supported on the cpu backend yet"),
+    (re.compile(r"\b(__syncthreads_count|__syncthreads_and|__syncthreads_or)\b(?=\s*\(\s*\))"),
+     "__syncthreads_count/_and/_or need a predicate"),
+]
+
+_FIBER_NAMES = re.compile(
+    r"\b(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot_sync|__any_sync|__all_sync|__activemask|"
+    r"__match_any_sync|__match_all_sync|__reduce_\w+_sync|__uni_sync|__nanosleep)\b"
+)
+
+_DYNAMIC_SHARED = re.compile(
+    r"extern\s+(?:(?:__align__|alignas)\s*\(\s*\d+\s*\)\s*)?__shared__\s+"
+    r"(?:(?:__align__|alignas)\s*\(\s*\d+\s*\)\s*)?(?P<type>[A-Za-z_][\w\s:<>,*]*?)\s*"
+    r"(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;"
+)
+
+_CTYPES = {
+    "float16": "unsigned short", "float32": "float", "float64": "double", "int8": "signed char",
+    "int16": "short", "int32": "int", "int64": "long long", "uint8": "unsigned char",
+    "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long",
+}
+
+
+def unsupported(source: str) -> list[str]:
+    """``kernel.cu(LINE): what`` for every construct the cpu backend refuses."""
+    problems = []
+    plain = dict(code_lines(source))
+    for line, text in code_lines(source, blank_literals=True):
+        if text.lstrip().startswith(("#", "%:")):
+            text = plain[line]  # a directive's operand (an #include's header name) is not a literal
+        for pattern, message in _UNSUPPORTED:
+            if pattern.search(text):
+                problems.append(f"kernel.cu({line}): {message}")
+                break
+    return problems
+
+
+def needs_fibers(source: str) -> bool:
+    """Whether any barrier or warp operation appears; without them threads can run one after another."""
+    return any(_FIBER_NAMES.search(text) for _, text in code_lines(source, blank_literals=True))
+
+
+def rewrite_dynamic_shared(source: str) -> str:
+    """``extern __shared__ T name[];`` → the block's dynamic shared memory, keeping line numbers.
+
+    Inside a function it becomes a local pointer; at namespace scope a ``#define`` (a directive needs
+    a line of its own: if the declaration shares its line with other code, later lines shift by one).
+    """
+    memory = "(::cudaopt::rt::current()->dynamic_shared)"
+    pieces: list[str] = []
+    pos = depth = 0
+    for m in _DYNAMIC_SHARED.finditer(source):
+        depth += _brace_delta(source[pos : m.start()])
+        ctype, name = " ".join(m.group("type").split()), m.group("name")
+        if depth > 0:
+            replacement = f"{ctype}* const {name} = reinterpret_cast<{ctype}*>{memory};"
+        else:
+            replacement = f"#define {name} (reinterpret_cast<{ctype}*>{memory})"
+            line_start = source.rfind("\n", 0, m.start()) + 1
+            line_end = source.find("\n", m.end())
+            if source[line_start : m.start()].strip():
+                replacement = "\n" + replacement
+            if source[m.end() : line_end if line_end >= 0 else len(source)].strip():
+                replacement += "\n"
+        pieces += [source[pos : m.start()], replacement + "\n" * m.group(0).count("\n")]
+        pos = m.end()
+    pieces.append(source[pos:])
+    return "".join(pieces)
+
+
+def _brace_delta(chunk: str) -> int:
+    return sum(t.count("{") - t.count("}") for _, t in code_lines(chunk, blank_literals=True))
+
+
+def launcher(kernel_name: str, args: list[ArgSpec]) -> str:
+    """The extern "C" entry point the executor calls: unpacks void** args into the kernel's parameters.
+
+    Pointers go through a proxy that converts to whatever pointer type the kernel declares (``int64_t*``
+    is ``long*`` to g++ but ``long long*`` to NVRTC); scalars are passed as the task's dtype.
+    """
+    # Every name here is reserved (double underscore): a candidate's macros (T, a, p, ...) cannot clash.
+    unpacked = []
+    for i, arg in enumerate(args):
+        ctype = _CTYPES[arg.dtype]
+        unpacked.append(f"__cudaopt_pointer{{*(void**)__a[{i}]}}" if arg.kind == "buffer"
+                        else f"*({ctype}*)__a[{i}]")
+    call = f"{kernel_name}({', '.join(unpacked)});"
+    return (
+        "\n#line 1 \"cudaopt_launcher\"\n"
+        "struct __cudaopt_pointer {\n"
+        "    void* __p;\n"
+        "    template <class __CudaoptT> operator __CudaoptT*() const { return static_cast<__CudaoptT*>(__p); }\n"
+        "};\n"
+        'extern "C" int cudaopt_launch(const cudaopt_launch_config* __c, void** __args) {\n'
+        f"    return cudaopt_run_grid(__c, [](void** __a) {{ {call} }}, __args);\n"
+        "}\n"
+    )

@@ -1,0 +1,50 @@
+"""The ``cuda`` backend, parent side: forwards cases to a worker process that owns the GPU context.
+
+This module must not import the CUDA driver: the process that uses it never creates a context.
+"""
+
+from __future__ import annotations
+
+import glob
+import shutil
+import subprocess
+
+from harness_tools.backends.worker_backend import WorkerBackend
+from harness_tools.errors import BackendUnavailable
+from harness_tools.run.jail import JailSpec, Limits
+from harness_tools.run.scratch import inputs_root, scratch_root
+
+EXECUTOR = "harness_tools.backends.cuda.executor:CudaExecutor"
+
+
+def gpu_present() -> bool:
+    """Whether an NVIDIA GPU looks usable, judged without touching the driver API."""
+    if glob.glob("/dev/nvidia[0-9]*"):
+        return True
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+class CudaBackend(WorkerBackend):
+    name = "cuda"
+
+    def __init__(self, device: int = 0):
+        if not gpu_present():
+            raise BackendUnavailable(
+                "no NVIDIA GPU found on this machine (no /dev/nvidia* device, nvidia-smi lists none); "
+                "run on a GPU host or use --backend cpu"
+            )
+        super().__init__(EXECUTOR, device, spec=worker_jail())
+
+
+def worker_jail() -> JailSpec:
+    """The cuda worker: /dev/nvidia* and /sys for the driver, the inputs read-only, scratch writable. No
+    address-space limit: the driver's unified memory reserves far more virtual space than it uses."""
+    return JailSpec(purpose="cuda worker", gpu=True, read_only=(str(inputs_root()),), writable=(str(scratch_root()),),
+                    limits=Limits(processes=256))

@@ -1,0 +1,270 @@
+"""The ``cuda`` backend, worker side: CUDA Driver API calls through ``cuda.bindings.driver``.
+
+Imported only inside the worker process (see :mod:`harness_tools.run.worker`). One instance owns the
+primary context of one device, a stream, an L2-flush buffer, a small module cache, its helper kernels
+(:mod:`.cuda_device_kernels`) and the inputs kept on the device (:mod:`.resident_inputs`). After a sticky
+error (illegal address, trap, launch failure, ...) the context is unusable: the instance sets
+``dead`` and the process exits once its answer is sent.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import statistics
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from cuda.bindings import driver as cu  # imported by worker processes only
+
+from harness_tools.backends.contract import POISON_BYTE, TAIL_BYTES, ArgSpec, CaseRequest, CaseRun
+from harness_tools.backends.cuda.device_kernels import DeviceKernels
+from harness_tools.backends.cuda.resident_inputs import ResidentInputs
+from harness_tools.backends.kernel_args import argument_array
+from harness_tools.run.timing import TimingPlan, measure, summarize
+
+# Errors after which the context is corrupt and the process must end (CUDA driver API docs).
+STICKY = {700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 721, 999}
+FLOOR_PLAN = TimingPlan(warmup=10, reps=100)
+
+
+class CudaFailure(Exception):
+    def __init__(self, code: int, name: str, where: str):
+        self.code, self.name, self.where = code, name, where
+        super().__init__(f"{where}: {name}")
+
+
+def _ok(result, where: str):
+    """Unpack a cuda.bindings result tuple, raising CudaFailure on an error code."""
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        _, name = cu.cuGetErrorName(err)
+        raise CudaFailure(int(err), name.decode() if name else str(err), where)
+    return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
+
+
+class CudaExecutor:
+    def __init__(self, device: int):
+        _ok(cu.cuInit(0), "cuInit")
+        self.device = _ok(cu.cuDeviceGet(device), "cuDeviceGet")
+        self.context = _ok(cu.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
+        _ok(cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        self.stream = _ok(cu.cuStreamCreate(1), "cuStreamCreate")  # non-blocking
+        attr = cu.CUdevice_attribute
+        self.sm_count = self._attr(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        self.l2_bytes = self._attr(attr.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+        self.shared_optin = self._attr(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        major = self._attr(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+        minor = self._attr(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+        self.arch = f"sm_{major}{minor}"
+        # At least twice the L2 and no less than the 256 MB triton's do_bench clears, so both methods
+        # start each launch from the same cache state.
+        self.flush_bytes = max(2 * self.l2_bytes, 256 << 20)
+        self.flush_buffer = _ok(cu.cuMemAlloc(self.flush_bytes), "cuMemAlloc(flush)")
+        _ok(cu.cuMemsetD32Async(self.flush_buffer, 0, self.flush_bytes // 4, self.stream), "clear flush buffer")
+        _ok(cu.cuStreamSynchronize(self.stream), "clear flush buffer")
+        self.kernels = DeviceKernels(self.arch, self.sm_count, self.stream, _ok)
+        memory = int(_ok(cu.cuDeviceTotalMem(self.device), "cuDeviceTotalMem"))
+        self.resident = ResidentInputs(self.kernels, min(memory // 8, 8 << 30), _ok)
+        self.modules: OrderedDict[str, tuple[object, object]] = OrderedDict()
+        self.events: list[tuple[object, object]] = []
+        self.dead = False
+        self.timing_floor_ms: float | None = None  # measured by info(): the worker's, not a tool's launcher
+
+    def _timing_floor(self) -> float:
+        """Median event time of an empty kernel timed exactly as a candidate is (a few milliseconds, once per
+        worker; not in processes under compute-sanitizer, where each 256 MB flush read would be instrumented)."""
+        samples = measure(_EventTimer(self, self.kernels.launch_empty, FLOOR_PLAN.reps), FLOOR_PLAN)
+        return statistics.median(samples)
+
+    def _attr(self, attribute) -> int:
+        return int(_ok(cu.cuDeviceGetAttribute(attribute, self.device), "cuDeviceGetAttribute"))
+
+    def info(self) -> dict:
+        from cuda.bindings import __version__ as bindings_version
+
+        name = _ok(cu.cuDeviceGetName(256, self.device), "cuDeviceGetName")
+        if self.timing_floor_ms is None:
+            self.timing_floor_ms = self._timing_floor()
+        driver = int(_ok(cu.cuDriverGetVersion(), "cuDriverGetVersion"))
+        return {
+            "backend": "cuda", "name": name.split(b"\0", 1)[0].decode(), "arch": self.arch,
+            "sm_count": self.sm_count, "l2_bytes": self.l2_bytes,
+            "memory_bytes": int(_ok(cu.cuDeviceTotalMem(self.device), "cuDeviceTotalMem")),
+            # what a case may still use: free now, less what the kept input copies may take later
+            "memory_free_bytes": max(0, int(_ok(cu.cuMemGetInfo(), "cuMemGetInfo")[0]) - self.resident.budget),
+            "max_shared_per_block_optin": self.shared_optin,
+            "driver_version": f"{driver // 1000}.{driver % 1000 // 10}", "bindings_version": bindings_version,
+            "timing_floor_ms": self.timing_floor_ms,
+        }
+
+    # ---- one case -------------------------------------------------------------------------------
+    def run_case(self, payload: dict) -> dict:
+        request = CaseRequest.model_validate(payload)
+        buffers: list[tuple[ArgSpec, object, int, np.ndarray | None]] = []
+        run = CaseRun(status="ok")
+        try:
+            start = time.perf_counter()
+            function = self._function(request)
+            run.load_ms = (time.perf_counter() - start) * 1e3
+            problem = self._check_launch(function, request)
+            if problem:
+                return CaseRun(status="invalid_launch", message=problem, load_ms=run.load_ms).model_dump()
+            start = time.perf_counter()
+            buffers = self._allocate(request.args)
+            run.setup_ms = (time.perf_counter() - start) * 1e3
+            holders, array = argument_array(request.args, {arg.name: int(ptr) for arg, ptr, _, _ in buffers})
+            params = ctypes.addressof(array)
+            start = time.perf_counter()
+            self._launch(function, request, params)
+            _ok(cu.cuStreamSynchronize(self.stream), "kernel execution")
+            run.run_ms = (time.perf_counter() - start) * 1e3
+            start = time.perf_counter()
+            self._collect(request, buffers, run)
+            run.collect_ms = (time.perf_counter() - start) * 1e3
+            if request.timing is not None:
+                start = time.perf_counter()
+                timer = _EventTimer(self, lambda: self._launch(function, request, params), request.timing.reps)
+                run.timing = summarize(measure(timer, request.timing))
+                run.time_ms = (time.perf_counter() - start) * 1e3
+            del holders
+        except CudaFailure as failure:
+            run.status = "launch_error"
+            run.error = failure.name
+            run.message = f"{failure.where} failed with {failure.name} ({failure.code})"
+            if failure.code in STICKY or not self._context_healthy():
+                self.dead = True
+                run.worker_restarted = True
+                run.message += "; the CUDA context is lost, the worker restarts"
+        finally:
+            if not self.dead:
+                for _, ptr, _, _ in buffers:
+                    cu.cuMemFree(ptr)
+        return run.model_dump()
+
+    def _function(self, request: CaseRequest):
+        key = hashlib.sha256(request.cubin).hexdigest() + request.kernel_name
+        if key in self.modules:
+            self.modules.move_to_end(key)
+            return self.modules[key][1]
+        image = np.frombuffer(request.cubin, dtype=np.uint8)
+        module = _ok(cu.cuModuleLoadData(image.ctypes.data), "cuModuleLoadData")
+        function = _ok(cu.cuModuleGetFunction(module, request.kernel_name.encode()), "cuModuleGetFunction")
+        self.modules[key] = (module, function)
+        if len(self.modules) > 32:
+            _, (old, _) = self.modules.popitem(last=False)
+            cu.cuModuleUnload(old)
+        return function
+
+    def _check_launch(self, function, request: CaseRequest) -> str | None:
+        fa = cu.CUfunction_attribute
+        threads = request.block[0] * request.block[1] * request.block[2]
+        limit = int(_ok(cu.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function), "attr"))
+        regs = int(_ok(cu.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_NUM_REGS, function), "attr"))
+        if threads > limit:
+            return f"block of {threads} threads exceeds this kernel's limit of {limit} ({regs} registers per thread)"
+        static = int(_ok(cu.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function), "attr"))
+        if static + request.shared_mem > self.shared_optin:
+            return (f"{static} B static + {request.shared_mem} B dynamic shared memory exceeds the "
+                    f"{self.shared_optin} B a block may use on this GPU")
+        _ok(cu.cuFuncSetAttribute(function, fa.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  request.shared_mem), "cuFuncSetAttribute(dynamic shared)")
+        return None
+
+    def _allocate(self, args: list[ArgSpec]):
+        """(arg, pointer, bytes, digest of an input as uploaded) per buffer, each followed by a poisoned tail.
+
+        Every copy and memset goes on the executor's stream: it does not synchronise with the legacy default
+        stream, so set-up work issued there could still be running when the kernel starts (a race that
+        corrupted inputs and outputs now and then)."""
+        buffers = []
+        for arg in args:
+            if arg.kind != "buffer":
+                continue
+            nbytes = int(np.prod(arg.shape)) * np.dtype(arg.dtype).itemsize
+            ptr = _ok(cu.cuMemAlloc(nbytes + TAIL_BYTES), f"cuMemAlloc({arg.name})")
+            buffers.append((arg, ptr, nbytes, None))
+            digest = None
+            if arg.input_file:
+                digest = self.resident.fill(ptr, arg.input_file, nbytes)
+            elif arg.initial is not None:
+                host = np.full(arg.shape, arg.initial, dtype=arg.dtype)
+                _ok(cu.cuMemcpyHtoDAsync(ptr, host.ctypes.data, nbytes, self.stream), f"upload {arg.name}")
+                digest = self.kernels.digest(ptr, nbytes)
+            if digest is not None:
+                _ok(cu.cuMemsetD8Async(_offset(ptr, nbytes), POISON_BYTE, TAIL_BYTES, self.stream), "poison tail")
+            else:
+                _ok(cu.cuMemsetD8Async(ptr, POISON_BYTE, nbytes + TAIL_BYTES, self.stream), f"poison {arg.name}")
+            buffers[-1] = (arg, ptr, nbytes, digest if arg.role == "in" else None)
+        _ok(cu.cuStreamSynchronize(self.stream), "buffer set-up")
+        return buffers
+
+    def _launch(self, function, request: CaseRequest, params: int) -> None:
+        g, b = request.grid, request.block
+        _ok(cu.cuLaunchKernel(function, g[0], g[1], g[2], b[0], b[1], b[2], request.shared_mem, self.stream,
+                              params, 0), "cuLaunchKernel")
+
+    def _collect(self, request: CaseRequest, buffers, run: CaseRun) -> None:
+        """Download outputs, then check tails and inputs: all before any timing launch."""
+        out_dir = Path(request.output_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tail = np.empty(TAIL_BYTES, dtype=np.uint8)
+        for arg, ptr, nbytes, digest in buffers:
+            _ok(cu.cuMemcpyDtoH(tail.ctypes.data, _offset(ptr, nbytes), TAIL_BYTES), f"download tail {arg.name}")
+            if not (tail == POISON_BYTE).all():
+                run.overruns.append(arg.name)
+            if arg.role == "in":
+                if self.kernels.digest(ptr, nbytes) != digest:
+                    run.modified_inputs.append(arg.name)
+            else:
+                run.outputs[arg.name] = self._download(arg, ptr, nbytes, out_dir / f"{arg.name}.npy")
+
+    @staticmethod
+    def _download(arg: ArgSpec, ptr, nbytes: int, path: Path) -> str:
+        """Straight into the .npy file's mapping (no second host copy); the file usually lives in memory."""
+        if nbytes == 0:
+            np.save(path, np.empty(arg.shape, dtype=arg.dtype))
+            return str(path)
+        out = np.lib.format.open_memmap(path, mode="w+", dtype=arg.dtype, shape=tuple(arg.shape))
+        _ok(cu.cuMemcpyDtoH(out.ctypes.data, ptr, nbytes), f"download {arg.name}")
+        out.flush()
+        del out
+        return str(path)
+
+    def _context_healthy(self) -> bool:
+        try:
+            _ok(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+            return True
+        except CudaFailure:
+            return False
+
+    def event_pairs(self, count: int) -> list[tuple[object, object]]:
+        while len(self.events) < count:
+            self.events.append((_ok(cu.cuEventCreate(0), "cuEventCreate"), _ok(cu.cuEventCreate(0), "cuEventCreate")))
+        return self.events[:count]
+
+
+class _EventTimer:
+    """:class:`harness_tools.run.timing.DeviceTimer` over CUDA events on the executor's stream."""
+
+    def __init__(self, executor: CudaExecutor, launch: Callable[[], None], reps: int):
+        self.ex, self.launch = executor, launch
+        self.pairs = executor.event_pairs(reps)
+
+    def flush_l2(self) -> None:
+        self.ex.kernels.evict_l2(self.ex.flush_buffer, self.ex.flush_bytes)
+
+    def record(self, index: int, which: int) -> None:
+        _ok(cu.cuEventRecord(self.pairs[index][which], self.ex.stream), "cuEventRecord")
+
+    def elapsed_ms(self, count: int) -> list[float]:
+        _ok(cu.cuStreamSynchronize(self.ex.stream), "timed launches")
+        elapsed = getattr(cu, "cuEventElapsedTime_v2", None) or cu.cuEventElapsedTime
+        return [float(_ok(elapsed(s, e), "cuEventElapsedTime")) for s, e in self.pairs[:count]]
+
+
+def _offset(ptr, nbytes: int):
+    return cu.CUdeviceptr(int(ptr) + nbytes)

@@ -1,0 +1,174 @@
+"""Compare a kernel's output with the float64 reference.
+
+An element passes when ``|out - ref| <= atol + rtol * |ref|``. Non-finite values get no benefit of the
+doubt: NaN or ±Inf where the reference is finite always fails (a NaN means an element was never
+written, since outputs start poisoned), and where the reference itself is non-finite the output must
+match it exactly (NaN for NaN, the same infinity).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from pydantic import BaseModel
+
+from harness_tools.task.expressions import evaluate
+from harness_tools.task.spec import Tolerance
+
+
+class Mismatch(BaseModel):
+    index: list[int]
+    flat_index: int
+    got: float
+    expected: float
+
+
+class OutputComparison(BaseModel):
+    buffer: str
+    passed: bool
+    elements: int
+    mismatches: int
+    max_abs_err: float
+    max_rel_err: float
+    nonfinite: int
+    first_mismatch: Mismatch | None = None
+    atol: float
+    rtol: float
+
+
+CHUNK = 1 << 20  # elements per pass: keeps the float64 temporaries in cache
+WORKERS = max(1, min(8, os.cpu_count() or 1))
+
+
+def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: Tolerance,
+            sizes: dict[str, int]) -> OutputComparison:
+    if output.shape != reference.shape:
+        raise ValueError(f"{buffer}: output shape {output.shape} differs from reference shape {reference.shape}")
+    atol = float(evaluate(tolerance.atol, sizes))
+    rtol = float(tolerance.rtol)
+    got_all, ref_all = output.reshape(-1), reference.reshape(-1)
+    starts = list(range(0, got_all.size, CHUNK))
+    # NumPy releases the GIL in these loops: big outputs are compared on several cores, each thread
+    # taking a contiguous run of chunks with its own work arrays; results merge in chunk order.
+    runs = ([starts] if starts else []) if len(starts) < 4 or WORKERS == 1 else _split(starts, WORKERS)
+    parts = (list(_pool().map(lambda run: _compare_run(got_all, ref_all, run, atol, rtol), runs)) if len(runs) > 1
+             else [_compare_run(got_all, ref_all, runs[0], atol, rtol)] if runs else [])
+    acc = _Accumulator()
+    for part in parts:
+        for chunk in part:
+            acc.add(*chunk)
+    first = None
+    if acc.first is not None:
+        i = acc.first
+        first = Mismatch(index=[int(x) for x in np.unravel_index(i, output.shape)], flat_index=i,
+                         got=float(got_all[i]), expected=float(ref_all[i]))
+    return OutputComparison(
+        buffer=buffer, passed=acc.mismatches == 0, elements=int(ref_all.size), mismatches=acc.mismatches,
+        max_abs_err=acc.max_abs, max_rel_err=acc.max_rel, nonfinite=acc.nonfinite, first_mismatch=first,
+        atol=atol, rtol=rtol,
+    )
+
+
+def _split(starts: list[int], parts: int) -> list[list[int]]:
+    size = -(-len(starts) // parts)
+    return [starts[i : i + size] for i in range(0, len(starts), size)]
+
+
+def _compare_run(got_all: np.ndarray, ref_all: np.ndarray, starts: list[int], atol: float, rtol: float) -> list[tuple]:
+    """(start, mismatches, first bad index, max abs, max rel, non-finite) for each chunk of one run."""
+    scratch = _Scratch(min(CHUNK, got_all.size - starts[0]))
+    out = []
+    for start in starts:
+        n = min(CHUNK, got_all.size - start)
+        got, ref = scratch.got[:n], scratch.ref[:n]
+        np.copyto(got, got_all[start : start + n], casting="unsafe")
+        np.copyto(ref, ref_all[start : start + n], casting="unsafe")
+        bad, max_abs, max_rel, nonfinite = _chunk_errors(got, ref, atol, rtol, scratch)
+        count = int(np.count_nonzero(bad))
+        out.append((start, count, start + int(np.argmax(bad)) if count else None, max_abs, max_rel, nonfinite))
+    return out
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(WORKERS, thread_name_prefix="cudaopt-compare")
+        return _POOL
+
+
+class _Scratch:
+    """Per-comparison work arrays, reused chunk after chunk: fresh temporaries for every chunk of a
+    multi-GB comparison cost a page fault per 4 KiB and made comparison memory-allocator-bound."""
+
+    def __init__(self, n: int):
+        self.got, self.ref, self.err, self.aux = (np.empty(n, np.float64) for _ in range(4))
+        self.bad, self.ref_finite, self.got_finite = (np.empty(n, np.bool_) for _ in range(3))
+
+
+def _chunk_errors(got: np.ndarray, ref: np.ndarray, atol: float, rtol: float, scratch: _Scratch):
+    """(bad mask, max abs err, max rel err, non-finite outputs where the reference is finite)."""
+    n = got.size
+    err, aux, bad = scratch.err[:n], scratch.aux[:n], scratch.bad[:n]
+    ref_finite, got_finite = scratch.ref_finite[:n], scratch.got_finite[:n]
+    np.isfinite(ref, out=ref_finite)
+    np.isfinite(got, out=got_finite)
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.subtract(got, ref, out=err)
+        np.abs(err, out=err)
+        np.abs(ref, out=aux)
+        np.multiply(aux, rtol, out=aux)
+        np.add(aux, atol, out=aux)
+        np.less_equal(err, aux, out=bad)
+        np.logical_not(bad, out=bad)  # NaN compares false: NaN is bad
+    if not ref_finite.all():  # where the reference is not finite only an identical value passes
+        special = ~ref_finite
+        same = (np.isnan(ref) & np.isnan(got)) | (ref == got)
+        bad[special] = ~same[special]
+    if not got_finite.all():
+        nonfinite = int(np.count_nonzero(ref_finite & ~got_finite))
+        if nonfinite:
+            return bad, float("inf"), float("inf"), nonfinite
+    np.logical_and(ref_finite, got_finite, out=got_finite)  # both finite
+    np.abs(ref, out=aux)
+    np.maximum(aux, np.finfo(np.float64).tiny, out=aux)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.divide(err, aux, out=aux)
+    if got_finite.all():
+        return bad, float(err.max()), float(aux.max()), 0
+    if not got_finite.any():
+        return bad, 0.0, 0.0, 0
+    return bad, float(err[got_finite].max()), float(aux[got_finite].max()), 0
+
+
+class _Accumulator:
+    def __init__(self):
+        self.mismatches = self.nonfinite = 0
+        self.max_abs = self.max_rel = 0.0
+        self.first: int | None = None
+
+    def add(self, start: int, count: int, first: int | None, max_abs: float, max_rel: float, nonfinite: int) -> None:
+        if count and self.first is None:
+            self.first = first
+        self.mismatches += count
+        self.nonfinite += nonfinite
+        self.max_abs, self.max_rel = max(self.max_abs, max_abs), max(self.max_rel, max_rel)
+
+
+def error_map(output: np.ndarray, reference: np.ndarray, max_cells: int = 64) -> np.ndarray:
+    """Largest absolute error per tile, at most ``max_cells`` × ``max_cells`` tiles (inf for NaN)."""
+    got = output.astype(np.float64).reshape(output.shape[0], -1) if output.ndim > 1 else output.reshape(1, -1)
+    ref = reference.astype(np.float64).reshape(got.shape)
+    with np.errstate(invalid="ignore"):
+        err = np.abs(got - ref)
+    err[np.isnan(err)] = np.inf
+    rows = np.array_split(np.arange(err.shape[0]), min(max_cells, err.shape[0]))
+    cols = np.array_split(np.arange(err.shape[1]), min(max_cells, err.shape[1]))
+    return np.array([[err[r[0] : r[-1] + 1, c[0] : c[-1] + 1].max() for c in cols] for r in rows])

@@ -1,0 +1,147 @@
+"""Seeded inputs, poisoned outputs and canary tails (DESIGN.md §4).
+
+* Every evaluation draws fresh inputs from a recorded seed, so any result can be replayed exactly.
+  Each buffer's stream is keyed by (seed, case name, buffer name): one case never shifts another.
+* Poison is the byte 0xFF: a NaN for every float width and -1/max for integers. Outputs are poisoned
+  before every launch unless the task declares an initial value (e.g. 0 for an atomic accumulator).
+* Every device buffer is followed by ``TAIL_BYTES`` of poison. Out-of-bounds reads of inputs then see
+  NaN, and writes past any buffer's end show up as a changed tail.
+
+Before any of it, :func:`case_footprint` says from the spec alone (dtype x shape of every buffer) how
+much memory a case needs, so a case too big for the machine is refused with a message, not a
+MemoryError halfway through drawing its inputs.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from harness_tools.backends.contract import TAIL_BYTES
+from harness_tools.task.expressions import evaluate
+from harness_tools.task.spec import (
+    BufferParam,
+    Case,
+    InputDistribution,
+    NumpyReference,
+    ScalarParam,
+    TaskSpec,
+    buffer_bytes,
+    is_float,
+    numpy_dtype,
+)
+
+
+class CaseFootprint(NamedTuple):
+    """Memory one case needs, in bytes, computed from the spec before anything is drawn or allocated."""
+
+    buffers: int  # the kernel's buffers with their poisoned tails: what the device (or the cpu worker) holds
+    host: int  # an estimate of the peak host memory of the evaluation for this case (see case_footprint)
+
+
+def case_footprint(spec: TaskSpec, case: Case, backend: str) -> CaseFootprint:
+    """Bytes of one case's buffers, and an estimate of the host memory its evaluation needs.
+
+    Host memory, per buffer of n bytes and e elements: an input is drawn (n; float16 is drawn in float32
+    first, +4e), saved to a file that usually lives in memory on /dev/shm (n) and, for a NumPy reference,
+    upcast to float64 (8e); an output is downloaded to such a file (n) and compared with a float64
+    expected array (8e; a NumPy reference's own result, +8e). On the cpu backend the worker holds every
+    buffer in host memory too."""
+    numpy_ref = isinstance(spec.reference, NumpyReference)
+    buffers = host = 0
+    for buf in spec.buffers:
+        n = buffer_bytes(buf, spec.shape_of(buf, case.sizes))
+        e = n // numpy_dtype(buf.dtype).itemsize
+        buffers += n + TAIL_BYTES
+        if buf.role != "out":
+            host += 2 * n + (4 * e if buf.dtype == "float16" else 0) + (8 * e if numpy_ref else 0)
+        if buf.role != "in":
+            host += n + 8 * e + (8 * e if numpy_ref else 0)
+    if backend == "cpu":
+        host += buffers
+    return CaseFootprint(buffers=buffers, host=host)
+
+
+def available_host_bytes() -> int | None:
+    """Memory this process may still use: MemAvailable from /proc/meminfo, lowered by a cgroup v2 limit
+    where one is set (a container); None where neither can be read."""
+    available = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            left = int(limit) - int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
+            available = left if available is None else min(available, left)
+    except (OSError, ValueError):
+        pass
+    return available
+
+
+def fresh_seed() -> int:
+    return int.from_bytes(os.urandom(4), "little")
+
+
+def draw_inputs(spec: TaskSpec, case: Case, seed: int) -> dict[str, np.ndarray]:
+    """Arrays for every in/inout buffer, in the buffer's dtype and shape."""
+    arrays: dict[str, np.ndarray] = {}
+    for buf in spec.buffers:
+        if buf.role == "out":
+            continue
+        rng = np.random.default_rng([seed, zlib.crc32(case.name.encode()), zlib.crc32(buf.name.encode())])
+        arrays[buf.name] = _draw(rng, buf, spec.shape_of(buf, case.sizes))
+    return arrays
+
+
+def _draw(rng: np.random.Generator, buf: BufferParam, shape: tuple[int, ...]) -> np.ndarray:
+    dist = buf.init or InputDistribution()
+    dtype = numpy_dtype(buf.dtype)
+    if not is_float(buf.dtype):
+        low, high = (int(dist.low), int(dist.high)) if dist.dist == "randint" or buf.init else (-100, 100)
+        info = np.iinfo(dtype)
+        return rng.integers(max(low, info.min), min(high, info.max), size=shape, endpoint=True, dtype=dtype)
+    work = np.float32 if dtype.itemsize <= 4 else np.float64
+    if dist.dist == "normal":
+        values = rng.standard_normal(size=shape, dtype=work)
+        values *= work(dist.std)
+        values += work(dist.mean)
+    elif dist.dist == "uniform":
+        values = rng.random(size=shape, dtype=work)
+        values *= work(dist.high - dist.low)
+        values += work(dist.low)
+    else:
+        values = rng.integers(int(dist.low), int(dist.high), size=shape, endpoint=True).astype(work)
+    return values.astype(dtype, copy=False)
+
+
+def scalar_arguments(spec: TaskSpec, sizes: dict[str, int]) -> dict[str, int | float]:
+    """Values of the kernel's scalar parameters for one case, checked against their dtype's range."""
+    values: dict[str, int | float] = {}
+    for p in spec.params:
+        if isinstance(p, ScalarParam):
+            v = evaluate(p.value, sizes)
+            if not is_float(p.dtype):
+                info = np.iinfo(numpy_dtype(p.dtype))
+                if not info.min <= int(v) <= info.max:
+                    raise OverflowError(f"scalar {p.name}={v} does not fit {p.dtype}")
+                v = int(v)
+            values[p.name] = v
+    return values
+
+
+def reference_inputs(spec: TaskSpec, case: Case, arrays: dict[str, np.ndarray]) -> dict[str, object]:
+    """What a NumPy reference receives: float buffers upcast to float64, ints to int64, plus scalars."""
+    ref: dict[str, object] = {}
+    for name, arr in arrays.items():
+        ref[name] = arr.astype(np.float64 if arr.dtype.kind == "f" else np.int64)
+    ref.update(scalar_arguments(spec, case.sizes))
+    return ref

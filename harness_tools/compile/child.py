@@ -1,0 +1,82 @@
+"""NVRTC in a process of its own: candidate source is hostile, and a source that makes the compiler hang
+or crash must cost that process only, never the caller (an MCP server, say).
+
+One persistent child (the same :class:`~harness_tools.run.worker.Worker` machinery as the backends) compiles
+on request; a compile that outlasts its timeout kills it, and the next request starts a fresh one. The
+child is jailed (:mod:`harness_tools.run.jail`): NVRTC reads any file it can see, so it sees only the
+interpreter, its packages and the CUDA headers; no network; its address space is bounded
+(``CUDAOPT_COMPILE_MEMORY_MB``, default 4096), so a template explosion stops there, not at the host's limit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+
+from harness_tools.compile.nvrtc import cuda_include_dir, nvrtc_version, run_nvrtc
+from harness_tools.errors import WorkerDied, WorkerTimeout
+from harness_tools.run.jail import JailSpec, Limits
+from harness_tools.run.worker import Worker
+
+DEFAULT_TIMEOUT_S = float(os.environ.get("CUDAOPT_COMPILE_TIMEOUT_S", "60"))
+MEMORY_MB = int(os.environ.get("CUDAOPT_COMPILE_MEMORY_MB", "4096"))
+EXECUTOR = "harness_tools.compile.child:NvrtcExecutor"
+
+
+def compiler_jail() -> JailSpec:
+    """NVRTC's jail: the CUDA headers read-only, nothing writable but its private /tmp."""
+    include = cuda_include_dir()
+    return JailSpec(purpose="nvrtc", read_only=(include,) if include else (),
+                    limits=Limits(address_space=MEMORY_MB << 20, processes=64))
+
+
+class NvrtcExecutor:
+    """Runs inside the child: one NVRTC compile per request."""
+
+    def __init__(self, device: int):
+        self.version = nvrtc_version()
+        self.dead = False
+
+    def info(self) -> dict:
+        return {"nvrtc": self.version}
+
+    def compile(self, payload: dict) -> dict:
+        result = run_nvrtc(payload["source"], payload["options"], payload["arch"], payload["kernel"],
+                            payload["version"])
+        if not result.ok and "out of memory" in result.full_log.lower():
+            note = (f"\nNVRTC ran out of memory: this compile may use at most {MEMORY_MB} MiB "
+                    "(CUDAOPT_COMPILE_MEMORY_MB); a source that needs more (a template or unrolling explosion) is stopped there")
+            result = result.model_copy(update={"log": result.log + note, "full_log": result.full_log + note})
+        # full_log and cubin are excluded from dumps on purpose; they must cross the pipe all the same.
+        return {**result.model_dump(), "full_log": result.full_log, "cubin": result.cubin}
+
+
+class _CompileService:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._worker: Worker | None = None
+
+    def compile(self, payload: dict, timeout_s: float) -> tuple[dict | None, str | None]:
+        """(result dict, None) or (None, why the compiler process failed)."""
+        with self._lock:
+            if self._worker is None:
+                self._worker = Worker(EXECUTOR, spec=compiler_jail())
+            try:
+                return self._worker.call("compile", payload, timeout_s), None
+            except WorkerTimeout:
+                return None, f"NVRTC did not finish within {timeout_s:g} s; the compile was aborted"
+            except WorkerDied as exc:
+                return None, (f"NVRTC stopped on this source ({exc}): it hit its memory limit of {MEMORY_MB} MiB "
+                              "(CUDAOPT_COMPILE_MEMORY_MB) or crashed; a source that needs more (a template or "
+                              "unrolling explosion) is stopped there")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._worker is not None:
+                self._worker.close()
+                self._worker = None
+
+
+SERVICE = _CompileService()
+atexit.register(SERVICE.close)

@@ -1,0 +1,75 @@
+"""NVRTC → cubin for one GPU architecture, with a resource report and a compile cache.
+
+Compilation needs no GPU: give ``arch`` explicitly (``sm_90`` for the H200). A compile error is data
+(``CompileResult.ok`` is False, the log says why); only a missing NVRTC raises. The compiler itself runs
+in a jailed child (:mod:`harness_tools.compile.child`, calling :mod:`harness_tools.compile.nvrtc`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+
+from harness_tools.compile.child import DEFAULT_TIMEOUT_S, SERVICE
+from harness_tools.compile.nvrtc import PROGRAM_NAME, CompileResult, cap_log, cuda_include_dir, nvrtc_version
+from harness_tools.task.candidate import Candidate
+from harness_tools.task.include_guard import CUDA_HEADERS, check_source
+
+_CACHE: dict[str, CompileResult] = {}
+_CACHE_LOCK = threading.Lock()
+_CACHE_MAX = 256
+
+
+def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None = None) -> CompileResult:
+    """Compile ``candidate`` to a cubin for ``arch`` (e.g. ``sm_90``); never raises for bad source.
+
+    NVRTC runs in a child process (:mod:`harness_tools.compile.child`): a compile that hangs past
+    ``timeout_s`` (default 60 s, ``CUDAOPT_COMPILE_TIMEOUT_S``) or crashes the compiler is an error result.
+    """
+    if not re.fullmatch(r"sm_\d{2,3}[a-z]?", arch):
+        raise ValueError(f"arch must look like sm_90, got {arch!r}")
+    version = nvrtc_version()
+    verdict = check_source(candidate.source, PROGRAM_NAME)
+    if not verdict.ok:
+        log = "\n".join(verdict.refusals)
+        return CompileResult(ok=False, status="refused", arch=arch, kernel_name=candidate.kernel_name,
+                             log=cap_log(log)[0], full_log=log, compile_ms=0.0, nvrtc_version=version)
+    options = _options(candidate, arch, verdict.source)
+    key = hashlib.sha256("\0".join([version, arch, candidate.kernel_name, verdict.source, *options]).encode()).hexdigest()
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None:
+        return hit.model_copy(update={"cached": True})
+    result, cacheable = _run_isolated(verdict.source, options, arch, candidate.kernel_name, version, timeout_s)
+    if not cacheable:  # the compiler was killed or crashed: another try may behave differently
+        return result
+    with _CACHE_LOCK:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = result
+    return result
+
+
+def _run_isolated(source: str, options: list[str], arch: str, kernel: str, version: str,
+                  timeout_s: float | None) -> tuple[CompileResult, bool]:
+    payload = {"source": source, "options": options, "arch": arch, "kernel": kernel, "version": version}
+    raw, failure = SERVICE.compile(payload, timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
+    if failure is not None:
+        return CompileResult(ok=False, status="error", arch=arch, kernel_name=kernel, log=failure, full_log=failure,
+                             compile_ms=0.0, nvrtc_version=version), False
+    return CompileResult.model_validate(raw), True
+
+
+def _options(candidate: Candidate, arch: str, source: str) -> list[str]:
+    opts = [f"--gpu-architecture={arch}", "--ptxas-options=-v", "-lineinfo"]
+    if not any(o.lstrip("-").startswith("std=") for o in candidate.options):
+        opts.append("-std=c++17")
+    if any(h in source for h in CUDA_HEADERS):
+        include_dir = cuda_include_dir()
+        if include_dir:
+            opts.append(f"--include-path={include_dir}")
+    opts += [f"-D{name}={value}" for name, value in candidate.defines.items()]
+    return opts + list(candidate.options)
+
+

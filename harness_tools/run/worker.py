@@ -1,0 +1,210 @@
+"""A child process that owns a device context, and the parent-side handle that talks to it.
+
+The parent never imports a driver. It starts the child as ``python -m harness_tools.run.worker`` (a fresh
+interpreter, no inherited CUDA state) inside a jail (:mod:`harness_tools.run.jail`: the child runs candidate
+code, so it sees only what its :class:`~harness_tools.run.jail.JailSpec` allows and dies with us), sends
+``[op, payload]`` messages over a pipe (:mod:`harness_tools.run.messages`: JSON frames, never pickle,
+since the child may be running hostile native code) and waits at most a timeout for the whole answer. A
+child that does not answer in time is killed; a child that dies (a crash, or an exit after a sticky CUDA
+error) or garbles its answer is noticed; either way the next call starts a fresh one.
+
+Protocol: the child first sends ``["ready", info]`` or ``["failed", message]``; afterwards every request
+gets ``["ok", result]`` or ``["bug", traceback]``. An executor that sets ``dead = True`` while handling a
+request (a lost CUDA context) gets its answer sent as ``["dying", result]``, then the child exits so the
+broken context dies with it. What the child prints (kernel ``printf``) reaches our stderr through a
+relay that marks and caps it: it can neither fill the caller's log nor forge its lines.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import subprocess
+import sys
+import threading
+import traceback
+from typing import Any
+
+from harness_tools.errors import BackendUnavailable, WorkerDied, WorkerError, WorkerTimeout
+from harness_tools.run import jail, messages
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 180.0
+OUTPUT_CAP_BYTES = 1 << 20  # of a child's printed output relayed to our stderr, per child
+
+
+class Worker:
+    """Handle on one child process running ``executor`` (``"module:Class"``) for one device."""
+
+    def __init__(self, executor: str, device: int = 0, spec: jail.JailSpec | None = None):
+        self.executor = executor
+        self.device = device
+        self.spec = spec or jail.JailSpec(purpose="worker")
+        self._process: subprocess.Popen | None = None
+        self._to_child: int | None = None
+        self._from_child: int | None = None
+        self.info: dict[str, Any] | None = None
+        self.restarts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> dict[str, Any]:
+        # A fresh interpreter via subprocess, not multiprocessing: nothing of the caller's __main__ is
+        # re-imported, so the engine works from scripts without a main guard, notebooks and REPLs.
+        to_child_r, to_child_w = os.pipe()
+        to_parent_r, to_parent_w = os.pipe()
+        # -P: do not put the current directory first on sys.path; the child imports this very engine.
+        command = [sys.executable, "-P", "-m", "harness_tools.run.worker", self.executor, str(self.device),
+                   str(to_child_r), str(to_parent_w)]
+        try:
+            self._process = jail.popen(command, self.spec, pass_fds=(to_child_r, to_parent_w),
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        except BaseException:
+            for fd in (to_child_w, to_parent_r):
+                os.close(fd)
+            raise
+        finally:
+            os.close(to_child_r)
+            os.close(to_parent_w)
+        self._to_child, self._from_child = to_child_w, to_parent_r
+        threading.Thread(target=_relay, args=(self._process.stdout,), name="cudaopt-worker-output", daemon=True).start()
+        try:
+            kind, payload = messages.receive(self._from_child, START_TIMEOUT_S)
+        except messages.FrameTimeout:
+            self.kill()
+            raise BackendUnavailable(f"worker for device {self.device} did not start within {START_TIMEOUT_S:.0f} s") from None
+        except (EOFError, messages.BadFrame, ValueError, TypeError):
+            code = self._wait(30)
+            self.kill()
+            raise BackendUnavailable(f"worker for device {self.device} exited during start ({_describe_exit(code)})") from None
+        if kind != "ready":
+            self.kill()
+            raise BackendUnavailable(str(payload))
+        self.info = payload
+        return payload
+
+    def call(self, op: str, payload: Any, timeout_s: float) -> Any:
+        """Send one request; raise WorkerTimeout or WorkerDied (the child is gone afterwards)."""
+        if not self.alive:
+            if self._process is not None:
+                self.restarts += 1
+                self.kill()
+            self.start()
+        assert self._to_child is not None and self._from_child is not None
+        try:
+            messages.send(self._to_child, [op, payload])
+            kind, result = messages.receive(self._from_child, timeout_s)
+        except messages.FrameTimeout:
+            self.kill()
+            raise WorkerTimeout(f"no answer within {timeout_s:g} s; the worker was killed") from None
+        except (EOFError, BrokenPipeError, ConnectionResetError, messages.BadFrame, ValueError, TypeError) as exc:
+            code = self._wait(5)
+            self.kill()
+            why = f"; {exc}" if isinstance(exc, messages.BadFrame) else ""
+            raise WorkerDied(f"the worker process ended during the request ({_describe_exit(code)}){why}") from None
+        if kind == "bug":
+            raise WorkerError(f"worker raised an unexpected error:\n{result}")
+        if kind == "dying":  # answered, then exits: reap it so the next call starts a fresh one
+            self.kill()
+        elif kind != "ok":
+            self.kill()
+            raise WorkerDied(f"the worker answered with an unknown message kind {str(kind)[:40]!r}")
+        return result
+
+    def _wait(self, timeout_s: float) -> int | None:
+        try:
+            return self._process.wait(timeout=timeout_s) if self._process else None
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()  # bwrap, or the child itself without a jail: the jail ends with it
+            if self._wait(60) is None:
+                log.warning("worker pid %s did not exit after SIGKILL", self._process.pid)
+        if self._process is not None and self._process.poll() is not None:
+            jail.release(self._process)
+        for fd in (self._to_child, self._from_child):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._to_child = self._from_child = None
+
+    def close(self) -> None:
+        if self._to_child is not None and self.alive:
+            try:
+                messages.send(self._to_child, ["exit", None])
+                self._process.wait(timeout=10)
+            except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+
+def _relay(stream) -> None:
+    """Copy a child's output to our stderr, each line marked, at most OUTPUT_CAP_BYTES; drain the rest."""
+    sent = 0
+    try:
+        for raw in iter(lambda: stream.readline(64 << 10), b""):
+            if sent < OUTPUT_CAP_BYTES:
+                line = raw.decode(errors="replace").rstrip("\r\n").replace("\r", "\\r")
+                sys.stderr.write(f"[worker output] {line}\n")
+                sent += len(raw)
+                if sent >= OUTPUT_CAP_BYTES:
+                    sys.stderr.write(f"[worker output] ... more than {OUTPUT_CAP_BYTES} bytes; the rest is dropped\n")
+                sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    finally:
+        stream.close()
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        import signal
+
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _child_main(receive_fd: int, send_fd: int, executor_path: str, device: int) -> None:
+    logging.basicConfig(level=os.environ.get("CUDAOPT_LOG", "WARNING"), format="worker: %(message)s")
+    try:
+        module_name, _, cls_name = executor_path.partition(":")
+        executor = getattr(importlib.import_module(module_name), cls_name)(device)
+        messages.send(send_fd, ["ready", executor.info()])
+    except Exception as exc:  # the parent turns this into BackendUnavailable with our message
+        messages.send(send_fd, ["failed", f"{type(exc).__name__}: {exc}"])
+        return
+    while True:
+        try:
+            op, payload = messages.receive(receive_fd)
+        except EOFError:
+            return
+        if op == "exit":
+            return
+        try:
+            result = getattr(executor, op)(payload)
+        except Exception:
+            messages.send(send_fd, ["bug", traceback.format_exc()])
+            continue
+        if getattr(executor, "dead", False):
+            messages.send(send_fd, ["dying", result])
+            sys.stdout.flush()
+            os._exit(3)  # the context is unusable: let it die with the process
+        messages.send(send_fd, ["ok", result])
+
+
+if __name__ == "__main__":
+    _executor, _device, _rfd, _wfd = sys.argv[1:5]
+    _child_main(int(_rfd), int(_wfd), _executor, int(_device))

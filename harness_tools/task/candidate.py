@@ -1,0 +1,180 @@
+"""A candidate: kernel source + kernel name + launch configuration + ``#define``s + NVRTC options.
+
+Candidates come from models and remote clients: the source (``MAX_SOURCE_BYTES``), the number and
+size of defines and options are bounded when the candidate is built, and every launch it asks for is
+checked against CUDA's limits before anything is allocated (:meth:`Candidate.launch_dims`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from harness_tools.errors import CandidateError
+from harness_tools.task.expressions import Number, evaluate_int
+from harness_tools.task.include_guard import check_define_value
+from harness_tools.task.spec import MAX_DEFINES, MAX_NAME_CHARS, MAX_SOURCE_BYTES, Expr, KernelSource, LaunchSpec, Task
+
+MAX_OPTIONS = 32
+# CUDA's launch limits (every architecture since sm_20; the per-kernel and per-device ones the worker checks)
+MAX_BLOCK = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+MAX_GRID = ((1 << 31) - 1, 65535, 65535)
+DEFAULT_MAX_SHARED_BYTES = 227 * 1024  # dynamic shared memory a block may opt in to on sm_90 (H100/H200)
+
+# NVRTC options a candidate may add. Everything that names files or the architecture is ours to set.
+_ALLOWED_OPTIONS = re.compile(
+    r"^(--use_fast_math|-use_fast_math|--ftz=(true|false)|--prec-div=(true|false)|--prec-sqrt=(true|false)"
+    r"|--fmad=(true|false)|--extra-device-vectorization|-lineinfo|--generate-line-info"
+    r"|--maxrregcount=\d{1,3}|-maxrregcount=\d{1,3}|-std=c\+\+(14|17|20)|--std=c\+\+(14|17|20)"
+    r"|--restrict|--dopt=(on|off)|-default-device|--split-compile=\d)$"
+)
+
+
+class Candidate(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(description="CUDA C++ source holding an extern \"C\" __global__ kernel")
+    kernel_name: str = Field(pattern=rf"^[A-Za-z_][A-Za-z0-9_]{{0,{MAX_NAME_CHARS - 1}}}$")
+    launch: LaunchSpec
+    defines: dict[str, Expr] = Field(default_factory=dict)
+    options: list[str] = Field(default_factory=list)
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _size(cls, value: object) -> object:
+        # characters first: a 1 GB string is refused without encoding it
+        if isinstance(value, str) and (len(value) > MAX_SOURCE_BYTES or len(value.encode()) > MAX_SOURCE_BYTES):
+            size = f"{len(value)} characters" if len(value) > MAX_SOURCE_BYTES else f"{len(value.encode())} bytes"
+            raise ValueError(f"source has {size}; at most {MAX_SOURCE_BYTES} ({MAX_SOURCE_BYTES // 1024} KiB) are "
+                             "accepted: generate less code (a loop instead of unrolled copies, fewer variants)")
+        return value
+
+    @field_validator("options", mode="before")
+    @classmethod
+    def _options_count(cls, value: object) -> object:
+        if isinstance(value, list) and len(value) > MAX_OPTIONS:
+            raise ValueError(f"{len(value)} NVRTC options; at most {MAX_OPTIONS} are accepted")
+        return value
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, value: list[str]) -> list[str]:
+        for option in value:
+            if not _ALLOWED_OPTIONS.match(option):
+                raise ValueError(
+                    f"NVRTC option {option[:80]!r} is not accepted (architecture, include paths and pre-includes are "
+                    "set by the engine; use 'defines' for macros)"
+                )
+        return value
+
+    @field_validator("defines", mode="before")
+    @classmethod
+    def _defines_count(cls, value: object) -> object:
+        if isinstance(value, dict) and len(value) > MAX_DEFINES:
+            raise ValueError(f"{len(value)} defines; at most {MAX_DEFINES} are accepted")
+        return value
+
+    @field_validator("defines")
+    @classmethod
+    def _defines(cls, value: dict[str, Expr]) -> dict[str, Expr]:
+        for name, v in value.items():
+            if len(name) > MAX_NAME_CHARS:
+                raise ValueError(f"define name {name[:40]!r}... has {len(name)} characters; at most {MAX_NAME_CHARS}")
+            problem = check_define_value(name, str(v))
+            if problem:
+                raise ValueError(problem)
+        return value
+
+    def digest(self) -> str:
+        """Content hash: same source, defines, options and launch give the same id."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+
+    def variables(self, sizes: dict[str, int]) -> dict[str, Number]:
+        """Names visible to launch expressions: the case's sizes plus numeric defines."""
+        names: dict[str, Number] = dict(sizes)
+        for key, value in self.defines.items():
+            if isinstance(value, (int, float)):
+                names[key] = value
+            elif isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
+                names[key] = int(value)
+        return names
+
+    def launch_dims(self, sizes: dict[str, int], max_shared_bytes: int | None = None,
+                    ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+        """(grid, block, dynamic shared bytes) for one case; bad values raise CandidateError.
+
+        Every value is checked against CUDA's limits here, before anything is allocated: block x, y <= 1024,
+        z <= 64 and at most 1024 threads; grid x < 2**31, y, z <= 65535; dynamic shared memory at most
+        ``max_shared_bytes`` (the device's opt-in limit; default that of sm_90, 227 KiB)."""
+        names = self.variables(sizes)
+        try:
+            grid = _dims(self.launch.grid, names)
+            block = _dims(self.launch.block, names)
+            shared = evaluate_int(self.launch.shared_mem, names)
+        except Exception as exc:  # ExpressionError or arithmetic: a malformed launch is the candidate's fault
+            raise CandidateError(f"launch configuration: {exc}") from None
+        if any(d <= 0 for d in grid + block) or shared < 0:
+            raise CandidateError(f"launch configuration grid={grid} block={block} shared={shared} is not positive")
+        problem = launch_problem(grid, block, shared, max_shared_bytes)
+        if problem:
+            raise CandidateError(f"launch configuration: {problem}")
+        return grid, block, shared
+
+
+def launch_problem(grid: tuple[int, int, int], block: tuple[int, int, int], shared: int,
+                   max_shared_bytes: int | None = None) -> str | None:
+    """What is outside CUDA's launch limits in this configuration (None: nothing)."""
+    axes = "xyz"
+    for i, (b, limit) in enumerate(zip(block, MAX_BLOCK)):
+        if b > limit:
+            return f"block {block}: {axes[i]} = {b} exceeds CUDA's limit of {limit}"
+    threads = block[0] * block[1] * block[2]
+    if threads > MAX_THREADS_PER_BLOCK:
+        return (f"block {block} has {threads} threads; CUDA allows at most {MAX_THREADS_PER_BLOCK} threads per "
+                "block: give each thread more work or use more blocks")
+    for i, (g, limit) in enumerate(zip(grid, MAX_GRID)):
+        if g > limit:
+            return f"grid {grid}: {axes[i]} = {g} exceeds CUDA's limit of {limit}: loop over the excess in the kernel"
+    limit = max_shared_bytes if max_shared_bytes is not None else DEFAULT_MAX_SHARED_BYTES
+    if shared > limit:
+        return f"{shared} bytes of dynamic shared memory exceed the {limit} bytes ({limit / 1024:g} KiB) a block may use"
+    return None
+
+
+def _dims(exprs: list[Expr], names: dict[str, Number]) -> tuple[int, int, int]:
+    values = [evaluate_int(e, names) for e in exprs] + [1] * (3 - len(exprs))
+    return values[0], values[1], values[2]
+
+
+def from_kernel_source(task: Task, kernel: KernelSource, source: str | None = None) -> Candidate:
+    return Candidate(
+        source=source if source is not None else task.read(kernel.source),
+        kernel_name=task.spec.kernel_name,
+        launch=kernel.launch,
+        defines=dict(kernel.defines),
+    )
+
+
+def baseline(task: Task) -> Candidate:
+    """The task's baseline kernel with its default launch configuration."""
+    return from_kernel_source(task, task.spec.baseline)
+
+
+def tuned(task: Task, config: dict[str, int]) -> Candidate:
+    """The task's tunable kernel with one configuration of its tunables as ``#define``s."""
+    tun = task.spec.tunables
+    if tun is None:
+        raise CandidateError(f"task {task.name!r} has no tunables")
+    unknown = set(config) - set(tun.params)
+    if unknown:
+        raise CandidateError(f"unknown tunables {sorted(unknown)}; known: {sorted(tun.params)}")
+    missing = set(tun.params) - set(config)
+    if missing:  # launch expressions and constraints may use any of them: a partial point is not a point of the space
+        raise CandidateError(f"missing tunables {sorted(missing)}: give every one of {sorted(tun.params)} "
+                             f"(values: {', '.join(f'{k} {v}' for k, v in tun.params.items())})")
+    return Candidate(
+        source=task.read(tun.source), kernel_name=task.spec.kernel_name, launch=tun.launch, defines=dict(config)
+    )
