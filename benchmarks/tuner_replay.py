@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, ProposalContext, ProposerSettings  # noqa: E402
 from cudaopt_mcp.client.proposers import create_proposer  # noqa: E402
-from cudaopt_mcp.summaries import task_summary  # noqa: E402
+from cudaopt_mcp.service.views import task_summary  # noqa: E402
 from harness_tools.task.spec import resolve_task  # noqa: E402
 
 Key = tuple[tuple[str, int], ...]

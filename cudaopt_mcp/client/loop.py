@@ -16,47 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, Field
 
+from cudaopt_mcp.api import TaskSummary
+from cudaopt_mcp.client.loop_models import LoopConfig, LoopSummary
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext
 from cudaopt_mcp.client.proposers import Proposer
-from cudaopt_mcp.client.session import Session, SessionError
+from cudaopt_mcp.client.session import Session
 from cudaopt_mcp.client.terminal import Terminal
-from cudaopt_mcp.tool_models import TaskSummary
-
-
-class LoopConfig(BaseModel):
-    task: str | None = Field(None, description="bundled task name or task folder (None when continuing a run)")
-    run_id: str | None = None
-    max_iterations: int = Field(7, ge=0)
-    time_budget_s: float | None = Field(None, gt=0)
-    seed: int | None = None
-    results: Path = Path("results")
-    confirm: bool = True
-    warmup: int | None = Field(None, ge=0, description="warm-up launches per performance case while searching")
-    reps: int | None = Field(None, ge=1, description="timed launches per performance case while searching "
-                                                     "(the confirmation of the best uses the server's full plan)")
-    profile_every: int | None = Field(None, ge=0, description="profile the best every N iterations when it changed "
-                                                               "(None: after each improvement; 0: never; cuda only)")
-
-
-class LoopSummary(BaseModel):
-    run_id: str
-    task: str
-    backend: str
-    clock: str | None = None
-    proposer: str
-    proposer_detail: str
-    seed: int
-    stopped: str
-    baseline: Attempt | None = None
-    best: Attempt | None = None
-    confirmation: Attempt | None = Field(None, description="the best candidate re-evaluated on fresh inputs")
-    attempts: list[Attempt]
-    best_kernel: str | None = Field(None, description="path (stdio server) or URI of the exported best kernel")
-    found_correct: bool
-    elapsed_s: float
-    usage: dict[str, Any] | None = None
+from cudaopt_mcp.errors import SessionError
 
 
 async def optimise(session: Session, proposer: Proposer, config: LoopConfig, terminal: Terminal) -> LoopSummary:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cudaopt_mcp.tool_models import TaskSummary
+from cudaopt_mcp.api import TaskSummary
 from harness_tools.task.spec import Expr, LaunchSpec
 
 

@@ -17,14 +17,10 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from harness_tools.errors import HarnessError
+from cudaopt_mcp.errors import SessionError
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 CALL_TIMEOUT_S = 3600.0  # our own client has no 60 s limit; the server bounds each case itself
-
-
-class SessionError(HarnessError):
-    """The server refused a call (bad arguments, unknown id) or could not be reached; the message says why."""
 
 
 class ToolOutcome:

@@ -7,12 +7,10 @@ On a terminal the progress line is redrawn in place; otherwise (a log, CI) each 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
+from cudaopt_mcp.client.loop_models import LoopSummary
 from cudaopt_mcp.client.proposal import Attempt
-
-if TYPE_CHECKING:
-    from cudaopt_mcp.client.loop import LoopSummary
 
 BAR = 20
 

@@ -798,8 +798,8 @@ def inprocess_session(tmp: Path, secrets: Secrets):
     from anyio.from_thread import start_blocking_portal
     from mcp import Client
 
-    from cudaopt_mcp.server import build_server
-    from cudaopt_mcp.state import ServerConfig
+    from cudaopt_mcp.server.app import build_server
+    from cudaopt_mcp.service.state import ServerConfig
 
     results = tmp / "results"
     task, twin = jailbox_task(tmp / "tasks"), twin_task(tmp / "tasks")

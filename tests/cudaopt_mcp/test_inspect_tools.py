@@ -11,8 +11,8 @@ from pathlib import Path
 import anyio
 from mcp import Client
 
-from cudaopt_mcp.server import build_server
-from cudaopt_mcp.state import ServerConfig
+from cudaopt_mcp.server.app import build_server
+from cudaopt_mcp.service.state import ServerConfig
 from harness_tools.inspect.ncu_summary import summarize
 from harness_tools.inspect.profile import ProfileResult
 from tests.transpose_kernels import OOB_WRITE, RACY_TRANSPOSE, TILE_LOAD_LINE, TILE_STORE_LINE, TILED_LAUNCH

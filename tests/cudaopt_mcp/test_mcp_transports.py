@@ -15,9 +15,10 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from cudaopt_mcp.server import build_server
-from cudaopt_mcp.state import ServerConfig
-from cudaopt_mcp.transports import BearerAuth, ServeError, http_app
+from cudaopt_mcp.errors import ServeError
+from cudaopt_mcp.server.app import build_server
+from cudaopt_mcp.server.transports import BearerAuth, http_app
+from cudaopt_mcp.service.state import ServerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}

@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from cudaopt_mcp.runs import BestRecord, RunError, RunStore
+from cudaopt_mcp.errors import RunError
+from cudaopt_mcp.service.runs import BestRecord, RunStore
 from harness_tools.task.spec import resolve_task
 
 

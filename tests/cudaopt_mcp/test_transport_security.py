@@ -20,9 +20,16 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from cudaopt_mcp.server import build_server
-from cudaopt_mcp.state import ServerConfig
-from cudaopt_mcp.transports import BearerAuth, LowercaseHostOrigin, http_app, http_token, loopback_address, rebinding_protection
+from cudaopt_mcp.server.app import build_server
+from cudaopt_mcp.server.transports import (
+    BearerAuth,
+    LowercaseHostOrigin,
+    http_app,
+    http_token,
+    loopback_address,
+    rebinding_protection,
+)
+from cudaopt_mcp.service.state import ServerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}

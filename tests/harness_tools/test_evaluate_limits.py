@@ -137,7 +137,7 @@ def test_with_the_budget_spent_before_the_first_case_every_case_says_so(cpu_back
 
 
 def test_cli_eval_refuses_a_case_too_big_for_this_machine(tmp_path, capsys):
-    from cudaopt_mcp.cli import main
+    from cudaopt_mcp.cli.main import main
 
     task = big_task(tmp_path)
     code = main(["eval", str(task.folder), "--backend", "cpu", "--only", "performance"])
@@ -147,7 +147,7 @@ def test_cli_eval_refuses_a_case_too_big_for_this_machine(tmp_path, capsys):
 
 
 def test_cli_eval_stops_a_slow_compile_at_its_timeout(tmp_path, capsys):
-    from cudaopt_mcp.cli import main
+    from cudaopt_mcp.cli.main import main
 
     kernel = tmp_path / "unrolled.cu"
     kernel.write_text(UNROLLED.replace("(float)i", "(float)(i + 1)"))  # not the compile cached by another test

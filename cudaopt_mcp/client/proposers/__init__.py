@@ -14,11 +14,7 @@ import os
 from typing import Protocol, runtime_checkable
 
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
-from harness_tools.errors import HarnessError
-
-
-class ProposerUnavailable(HarnessError):
-    """A proposer cannot be created here (missing extra, missing API key); the message says what to do."""
+from cudaopt_mcp.errors import ProposerUnavailable
 
 
 @runtime_checkable

@@ -17,10 +17,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
-from cudaopt_mcp.client.proposers import ProposerUnavailable
 from cudaopt_mcp.client.proposers.llm_records import LLMUsage, RequestLog, RequestRecord, ResponseRecord, TokenUsage, cost_usd
 from cudaopt_mcp.client.proposers.llm_reply import FENCED_FORMAT, JSON_FORMAT, parse_reply, response_format
-from cudaopt_mcp.prompts import load_template
+from cudaopt_mcp.errors import ProposerUnavailable
+from cudaopt_mcp.templates import load_template
 
 MAX_WAIT_S = 60.0
 PLACEHOLDER_KEY = "unused"  # local endpoints (vLLM, Ollama) ignore the key, but the SDK wants one

@@ -18,8 +18,8 @@ from optuna.distributions import CategoricalDistribution
 from optuna.samplers import TPESampler
 from optuna.trial import Trial, TrialState, create_trial
 
+from cudaopt_mcp.api import TaskSummary
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
-from cudaopt_mcp.tool_models import TaskSummary
 from harness_tools.task.tunable_space import Config, TunableSpace
 
 # TPE samples at random until this many configurations have a score: a fifth of the budget, 3 to 10.

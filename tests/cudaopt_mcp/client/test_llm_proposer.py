@@ -10,9 +10,10 @@ import time
 import pytest
 
 from cudaopt_mcp.client.proposal import NoProposal, Proposal, ProposalContext, ProposerSettings
-from cudaopt_mcp.client.proposers import ProposerUnavailable, create_proposer
+from cudaopt_mcp.client.proposers import create_proposer
 from cudaopt_mcp.client.proposers.llm_records import TokenUsage, cost_usd
-from cudaopt_mcp.summaries import task_summary
+from cudaopt_mcp.errors import ProposerUnavailable
+from cudaopt_mcp.service.views import task_summary
 from harness_tools.task.spec import resolve_task
 from tests.cudaopt_mcp.client.scripted_llm import completion, error
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from cudaopt_mcp.client.loop import LoopConfig, optimise
-from cudaopt_mcp.client.session import SessionError, ToolOutcome
+from cudaopt_mcp.client.loop import optimise
+from cudaopt_mcp.client.loop_models import LoopConfig
+from cudaopt_mcp.client.session import ToolOutcome
+from cudaopt_mcp.errors import SessionError
 
 
 class HostileServer:

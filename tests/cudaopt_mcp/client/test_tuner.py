@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 import pytest
 
+from cudaopt_mcp.api import TaskSummary
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
 from cudaopt_mcp.client.proposers import Proposer, create_proposer
-from cudaopt_mcp.summaries import task_summary
-from cudaopt_mcp.tool_models import TaskSummary
+from cudaopt_mcp.service.views import task_summary
 from harness_tools.errors import ExpressionError
 from harness_tools.task.expressions import evaluate
 from harness_tools.task.spec import resolve_task

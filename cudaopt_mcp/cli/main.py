@@ -12,7 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
-from cudaopt_mcp.eval_report import eval_table
+from cudaopt_mcp.cli.eval_report import eval_table
 from harness_tools.backends import available_backends, create_backend
 from harness_tools.backends.cuda.backend import gpu_present
 from harness_tools.errors import HarnessError
@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ev.set_defaults(func=_cmd_eval)
 
-    from cudaopt_mcp.state import add_serve_arguments  # no MCP import: the CLI stays light
+    from cudaopt_mcp.service.state import add_serve_arguments  # no MCP import: the CLI stays light
 
     srv = sub.add_parser("serve", help="run the MCP server (stdio by default, or streamable HTTP)")
     add_serve_arguments(srv)
@@ -93,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     doc.add_argument("--json", action="store_true")
     doc.set_defaults(func=_cmd_doctor)
 
-    from cudaopt_mcp.client.command import add_optimize_arguments
+    from cudaopt_mcp.cli.optimize import add_optimize_arguments
 
     opt = sub.add_parser("optimize", help="the autonomous loop: baseline, then proposals (LLM or tuner) evaluated "
                                           "through the MCP server")
@@ -103,8 +103,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from cudaopt_mcp.inspect_steps import profile_step, sanitize_step
-    from cudaopt_mcp.state import ServerConfig, ServerState
+    from cudaopt_mcp.service.inspections import profile_step, sanitize_step
+    from cudaopt_mcp.service.state import ServerConfig, ServerState
 
     state = ServerState.open(ServerConfig(results_dir=args.results, backend=args.backend, transport="inprocess"))
     try:
@@ -144,13 +144,13 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
-    from cudaopt_mcp.client.command import run_optimize
+    from cudaopt_mcp.cli.optimize import run_optimize
 
     return run_optimize(args)
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from cudaopt_mcp.server import run_serve  # imports MCP only when serving
+    from cudaopt_mcp.server.app import run_serve  # imports MCP only when serving
 
     return run_serve(args)
 
@@ -263,7 +263,3 @@ def _default_backend() -> str:
         print("cudaopt: no GPU found; using the cpu backend (CPU timings)", file=sys.stderr)
         return "cpu"
     raise HarnessError("no NVIDIA GPU found on this machine and no CPU backend is installed")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

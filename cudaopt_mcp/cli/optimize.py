@@ -46,7 +46,8 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
 def run_optimize(args: argparse.Namespace) -> int:
     import anyio  # the MCP client and the loop load only for this command
 
-    from cudaopt_mcp.client.loop import LoopConfig, LoopSummary, optimise
+    from cudaopt_mcp.client.loop import optimise
+    from cudaopt_mcp.client.loop_models import LoopConfig, LoopSummary
     from cudaopt_mcp.client.proposal import ProposerSettings
     from cudaopt_mcp.client.session import open_session
     from cudaopt_mcp.client.terminal import Terminal, final_table

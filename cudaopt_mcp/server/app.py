@@ -27,9 +27,10 @@ from collections.abc import AsyncIterator
 
 from mcp.server import MCPServer
 
-from cudaopt_mcp import jobs, prompts, resources, tools
-from cudaopt_mcp.state import ServerConfig, ServerState, add_serve_arguments, config_from_args
-from cudaopt_mcp.transports import ServeError, is_loopback, serve_http
+from cudaopt_mcp.errors import ServeError
+from cudaopt_mcp.server import jobs, prompts, resources, tools
+from cudaopt_mcp.server.transports import is_loopback, serve_http
+from cudaopt_mcp.service.state import ServerConfig, ServerState, add_serve_arguments, config_from_args
 from harness_tools.errors import HarnessError
 from harness_tools.run import jail
 
@@ -137,7 +138,3 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cudaopt_mcp.runs import BestRecord, atomic_write
+from cudaopt_mcp.service.runs import BestRecord, atomic_write
 from harness_tools.errors import CandidateError
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.spec import Task

@@ -19,10 +19,11 @@ from collections.abc import Callable
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
-from cudaopt_mcp import summaries as S
-from cudaopt_mcp.runs import ARTIFACT, RunError
-from cudaopt_mcp.state import ServerState
-from cudaopt_mcp.tool_models import GetRunOutput, ListRunsOutput
+from cudaopt_mcp.api import GetRunOutput, ListRunsOutput
+from cudaopt_mcp.errors import RunError
+from cudaopt_mcp.service import views as S
+from cudaopt_mcp.service.runs import ARTIFACT
+from cudaopt_mcp.service.state import ServerState
 
 MIME = {".cu": "text/x-cuda", ".cuh": "text/x-cuda", ".json": "application/json", ".jsonl": "application/x-ndjson",
         ".log": "text/plain", ".py": "text/x-python", ".npy": "application/octet-stream"}

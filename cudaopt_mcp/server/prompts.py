@@ -1,43 +1,19 @@
-"""Prompt templates from ``prompts/*.md``, rendered with a run's task and its latest feedback.
-
-Templates use ``$name`` placeholders (``string.Template``), so CUDA braces need no escaping. They are
-looked up in ``$CUDAOPT_PROMPTS_DIR`` if set, else in the ``prompts/`` folder of the source tree (a
-checkout or an editable install), else in ``<sys.prefix>/share/cudaopt/prompts`` (a wheel install).
-"""
+"""The MCP prompts: templates (:mod:`cudaopt_mcp.templates`) rendered with a run's task and its latest feedback."""
 
 from __future__ import annotations
 
 import json
-import os
-import string
-import sys
-from pathlib import Path
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
-from cudaopt_mcp import summaries as S
-from cudaopt_mcp.runs import RunError
-from cudaopt_mcp.state import ServerState
-from harness_tools.errors import HarnessError
+from cudaopt_mcp.errors import RunError
+from cudaopt_mcp.service import views as S
+from cudaopt_mcp.service.state import ServerState
+from cudaopt_mcp.templates import load_template
 from harness_tools.inspect.ncu_summary import ProfileSummary
 
-PROMPTS_DIRS = (Path(__file__).resolve().parent.parent / "prompts", Path(sys.prefix) / "share" / "cudaopt" / "prompts")
 MAX_SOURCE_CHARS = 12000
-
-
-class PromptMissing(HarnessError):
-    """A prompt template file is not where it should be."""
-
-
-def load_template(name: str) -> string.Template:
-    env = os.environ.get("CUDAOPT_PROMPTS_DIR")
-    folders = [Path(env)] if env else list(PROMPTS_DIRS)
-    for folder in folders:
-        if (folder / f"{name}.md").is_file():
-            return string.Template((folder / f"{name}.md").read_text())
-    raise PromptMissing(f"prompt template {name}.md not found in {', '.join(map(str, folders))} "
-                        "(set CUDAOPT_PROMPTS_DIR to the prompts/ folder)")
 
 
 def render_optimize(state: ServerState, run_id: str, mode: str = "tools") -> str:

@@ -35,18 +35,14 @@ import sys
 from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
-from cudaopt_mcp.state import ServerConfig
-from harness_tools.errors import HarnessError
+from cudaopt_mcp.errors import ServeError
+from cudaopt_mcp.service.state import ServerConfig
 
 log = logging.getLogger("cudaopt.mcp")
 
 TOKEN_ENV = "CUDAOPT_MCP_TOKEN"
 MIN_TOKEN_CHARS = 16
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")  # always allowed in Host/Origin on a loopback server
-
-
-class ServeError(HarnessError):
-    """The server cannot start as configured; the message says what to change."""
 
 
 def loopback_address(host: str) -> str | None:

@@ -1,7 +1,7 @@
-"""The MCP tools: thin async wrappers around :mod:`cudaopt_mcp.steps`, with docstrings for the model.
+"""The MCP tools: thin async wrappers around :mod:`cudaopt_mcp.service.steps`, with docstrings for the model.
 
 Every tool returns a ``CallToolResult`` whose ``structured_content`` is a pydantic model from
-:mod:`cudaopt_mcp.tool_models` (published as its ``outputSchema``), whose text content is a short
+:mod:`cudaopt_mcp.api` (published as its ``outputSchema``), whose text content is a short
 summary plus that JSON, and which links big artifacts as ``cudaopt://`` resources. Unknown ids and
 bad arguments raise ``ToolError``; a kernel that fails (compile error, mismatch, crash, timeout)
 comes back as a result with ``is_error`` set and the evidence in its structured content.
@@ -17,10 +17,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from cudaopt_mcp import inspect_steps, steps
-from cudaopt_mcp import summaries as S
-from cudaopt_mcp.tool_calls import run_blocking, state_of, tool, tool_result
-from cudaopt_mcp.tool_models import (  # the bounded argument types, shared with jobs.py
+from cudaopt_mcp.api import (  # the bounded argument types, shared with jobs.py
     BestOutput,
     CandidateId,
     CaseArg,
@@ -53,6 +50,10 @@ from cudaopt_mcp.tool_models import (  # the bounded argument types, shared with
     Tunables,
     Warmup,
 )
+from cudaopt_mcp.server.tool_calls import run_blocking, state_of, tool, tool_result
+from cudaopt_mcp.service import inspections as inspect_steps
+from cudaopt_mcp.service import steps
+from cudaopt_mcp.service import views as S
 from harness_tools.task.spec import bundled_task_names, resolve_task
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)

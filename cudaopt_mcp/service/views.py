@@ -1,6 +1,6 @@
 """Bounded summaries of tasks, runs, candidates and engine results, for tool outputs.
 
-Pure functions from stored records (or engine models) to :mod:`cudaopt_mcp.tool_models`; nothing
+Pure functions from stored records (or engine models) to :mod:`cudaopt_mcp.api`; nothing
 here runs a kernel. Long text is cut to an excerpt; the whole of it stays behind a resource URI.
 """
 
@@ -11,8 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cudaopt_mcp.runs import BestRecord, RunRecord, RunStore
-from cudaopt_mcp.tool_models import (
+from cudaopt_mcp.api import (
     BestInfo,
     BudgetInfo,
     CandidateBrief,
@@ -25,6 +24,7 @@ from cudaopt_mcp.tool_models import (
     TaskSummary,
     ToleranceInfo,
 )
+from cudaopt_mcp.service.runs import BestRecord, RunRecord, RunStore
 from harness_tools.compile import CompileResult
 from harness_tools.evaluate import CaseResult
 from harness_tools.task.spec import CTYPES, BufferParam, Task

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import shutil
 
-from cudaopt_mcp import summaries as S
-from cudaopt_mcp.runs import atomic_write
-from cudaopt_mcp.state import ServerState
-from cudaopt_mcp.steps import Progress, load_candidate, no_progress
-from cudaopt_mcp.tool_models import ProfileOutput, SanitizeOutput
+from cudaopt_mcp.api import ProfileOutput, SanitizeOutput
+from cudaopt_mcp.service import views as S
+from cudaopt_mcp.service.runs import atomic_write
+from cudaopt_mcp.service.state import ServerState
+from cudaopt_mcp.service.steps import Progress, load_candidate, no_progress
 from harness_tools.inspect.profile import ProfileResult, profile_candidate
 from harness_tools.inspect.sanitize import SanitizeResult, SanitizerTool, sanitize_cpu, sanitize_cuda
 from harness_tools.run.scratch import scratch_dir

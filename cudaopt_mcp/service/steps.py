@@ -2,10 +2,10 @@
 
 Each step takes the run's lock for its whole duration, so two clients working on one run are
 serialised and lose nothing; the backend is additionally guarded by ``state.engine_lock``. Bad
-arguments and unknown ids raise (:class:`StepRefused`, :class:`~cudaopt_mcp.runs.RunError`,
+arguments and unknown ids raise (:class:`StepRefused`, :class:`~cudaopt_mcp.service.runs.RunError`,
 :class:`~harness_tools.errors.HarnessError`); kernel failures are data in the returned models.
 
-Candidate folder (see :mod:`cudaopt_mcp.runs`): ``candidate.json`` (meta + the candidate),
+Candidate folder (see :mod:`cudaopt_mcp.service.runs`): ``candidate.json`` (meta + the candidate),
 ``kernel.cu``, ``compile.json``, ``compile.log``, then per step ``evaluation.json`` (evaluate),
 ``execution.json`` (run) or ``timing.json`` (time), and ``outputs/<case>/<buffer>.npy`` for the
 latest step's cases whose outputs are small enough to keep (up to 64 MiB per failed case, 8 MiB per
@@ -27,11 +27,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from cudaopt_mcp import summaries as S
-from cudaopt_mcp.export import export_best
-from cudaopt_mcp.runs import ARTIFACT, BestRecord, atomic_write
-from cudaopt_mcp.state import ServerState
-from cudaopt_mcp.tool_models import (
+from cudaopt_mcp.api import (
     MAX_INLINE_BYTES,
     MAX_INLINE_FILES,
     CompareOutput,
@@ -39,8 +35,12 @@ from cudaopt_mcp.tool_models import (
     CreateRunOutput,
     EvaluateOutput,
 )
+from cudaopt_mcp.errors import StepRefused
+from cudaopt_mcp.service import views as S
+from cudaopt_mcp.service.export import export_best
+from cudaopt_mcp.service.runs import ARTIFACT, BestRecord, atomic_write
+from cudaopt_mcp.service.state import ServerState
 from harness_tools.compile import CompileResult, compile_candidate
-from harness_tools.errors import HarnessError
 from harness_tools.evaluate import (
     MIN_CASE_S,
     EvaluationConfig,
@@ -62,10 +62,6 @@ RECORD = {"evaluate": "evaluation.json", "run": "execution.json", "time": "timin
 KEEP_OUTPUT_BYTES = 64 << 20  # outputs of a failed case: the evidence
 KEEP_PASSED_OUTPUT_BYTES = 8 << 20  # a passed case's: copying big ones to disk on every call cost more than the rest
 INLINE_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)
-
-
-class StepRefused(HarnessError):
-    """The request is not allowed or not possible as asked; the message says why and what to do."""
 
 
 def no_progress(done: float, total: float, message: str) -> None:

@@ -23,11 +23,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field, ValidationError
 
-from cudaopt_mcp import inspect_steps, steps
-from cudaopt_mcp.state import ServerState
-from cudaopt_mcp.tool_calls import state_of, tool, tool_result
-from cudaopt_mcp.tool_models import CaseArg, EvaluateOutput, JobId, ProfileOutput, SanitizeOutput
-from cudaopt_mcp.tools import (
+from cudaopt_mcp.api import CaseArg, EvaluateOutput, JobId, ProfileOutput, SanitizeOutput
+from cudaopt_mcp.server.tool_calls import state_of, tool, tool_result
+from cudaopt_mcp.server.tools import (
     ADDITIVE,
     READ_ONLY,
     Defines,
@@ -42,6 +40,9 @@ from cudaopt_mcp.tools import (
     Tunables,
     Warmup,
 )
+from cudaopt_mcp.service import inspections as inspect_steps
+from cudaopt_mcp.service import steps
+from cudaopt_mcp.service.state import ServerState
 from harness_tools.errors import HarnessError
 
 JOB_ID = re.compile(r"^job-\d{4,9}$")

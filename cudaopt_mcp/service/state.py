@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from cudaopt_mcp.runs import RunStore
+from cudaopt_mcp.service.runs import RunStore
 from harness_tools.backends import ExecutionBackend, available_backends, create_backend
 from harness_tools.errors import BackendError
 from harness_tools.run.timing import TimingPlan

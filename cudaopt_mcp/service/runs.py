@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from cudaopt_mcp.errors import RunError
 from harness_tools.errors import HarnessError
 from harness_tools.task.spec import Task, load_task
 
@@ -47,10 +48,6 @@ class _Name:
 RUN_ID = _Name(r"run-[0-9]{3,9}")
 CANDIDATE_ID = _Name(r"c[0-9]{4,9}")
 ARTIFACT = _Name(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-
-
-class RunError(HarnessError):
-    """An unknown or invalid run/candidate id or artifact name; the message says which."""
 
 
 class RunRecord(BaseModel):

@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ResourceLink, TextContent, ToolAnnotations
 from pydantic import BaseModel, ValidationError
 
-from cudaopt_mcp.state import ServerState
+from cudaopt_mcp.service.state import ServerState
 from harness_tools.errors import HarnessError
 
 
