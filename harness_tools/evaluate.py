@@ -18,7 +18,6 @@ and how much there is).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 import time
@@ -29,21 +28,21 @@ from typing import BinaryIO, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from harness_tools.backends import ExecutionBackend
+from harness_tools.backends import ExecutionBackend, RaceChecker
 from harness_tools.backends.contract import ArgSpec, CaseRequest, CaseRun, DeviceInfo, RaceReport
 from harness_tools.backends.environment import Environment, read_clocks
+from harness_tools.check.case_request import case_arguments, case_inputs, case_request
 from harness_tools.check.compare import OutputComparison, compare
-from harness_tools.check.inputs import available_host_bytes, case_footprint, draw_inputs, fresh_seed, scalar_arguments
-from harness_tools.check.reference import expected_outputs, stored_inputs
+from harness_tools.check.inputs import available_host_bytes, case_footprint, fresh_seed
+from harness_tools.check.reference import expected_outputs
 from harness_tools.compile import CompileResult, compile_candidate, nvrtc_version
 from harness_tools.compile.param_check import parameter_problem
 from harness_tools.errors import BackendError, CandidateError
-from harness_tools.run.scratch import CACHE as INPUT_FILES
 from harness_tools.run.scratch import scratch_dir
 from harness_tools.run.timing import TimingPlan, TimingStats, geomean
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.expressions import evaluate as evaluate_expression
-from harness_tools.task.spec import Case, ScalarParam, Task
+from harness_tools.task.spec import Case, Task
 
 CaseStatus = Literal["passed", "mismatch", "run_error", "corrupted", "race", "skipped"]
 
@@ -111,7 +110,7 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
              on_case: Callable[[int, int, CaseResult], None] | None = None) -> EvaluationResult:
     """Compile, validate and time ``candidate``; ``on_case(done, total, case)`` reports progress."""
     config = config or EvaluationConfig()
-    if config.race_check and not hasattr(backend, "race_check"):
+    if config.race_check and not isinstance(backend, RaceChecker):
         raise BackendError(f"the {backend.name} backend has no race check yet (compute-sanitizer support comes "
                            "later); use the cpu backend for race checks")
     seed = config.seed if config.seed is not None else fresh_seed()
@@ -232,10 +231,7 @@ class _CaseRunner:
         self.overhead.reference_ms += (t2 - t1) * 1e3
         timing = self.config.timing if case.role == "performance" and not self.any_failed else None
         timing = timing if timing is not None and timing.reps > 0 else None
-        request = CaseRequest(kernel_name=candidate.kernel_name, cubin=self.compiled.cubin or b"",
-                              source=candidate.source, defines={k: str(v) for k, v in candidate.defines.items()},
-                              options=list(candidate.options), grid=grid, block=block, shared_mem=shared, args=args,
-                              timing=timing, output_dir=str(case_dir / "out"))
+        request = case_request(candidate, self.compiled.cubin, (grid, block, shared), args, case_dir / "out", timing)
         run = self.backend.run_case(request, max(self._left(), MIN_CASE_S))
         self.overhead.load_ms += run.load_ms
         self.overhead.validate_ms += run.run_ms
@@ -260,7 +256,8 @@ class _CaseRunner:
     def _race_check(self, request: CaseRequest, result: CaseResult) -> None:
         """A race fails the case; so does a check that could not run (race-freedom was asked for)."""
         t0 = time.perf_counter()
-        report = self.backend.race_check(request, max(self._left(), MIN_CASE_S))  # type: ignore[attr-defined]
+        assert isinstance(self.backend, RaceChecker)  # evaluate() refused a race check otherwise
+        report = self.backend.race_check(request, max(self._left(), MIN_CASE_S))
         self.overhead.race_ms += (time.perf_counter() - t0) * 1e3
         result.races = report
         if report.status == "races":
@@ -361,31 +358,6 @@ def _load_output(handle: BinaryIO) -> np.ndarray:
         if os.fstat(handle.fileno()).st_size > (1 << 20) and Path(f"/proc/self/fd/{handle.fileno()}").exists():
             return np.load(f"/proc/self/fd/{handle.fileno()}", mmap_mode="r")  # the opened file, not the path
         return np.load(handle)
-
-
-def case_inputs(task: Task, case: Case, seed: int) -> tuple[dict[str, np.ndarray], dict[str, Path]]:
-    """(arrays, files) of a case's inputs for ``seed`` (or the task's stored ones), saved once per spec/case/seed."""
-    digest = hashlib.sha256(task.spec.model_dump_json().encode()).hexdigest()
-
-    def draw() -> dict[str, np.ndarray]:
-        stored = stored_inputs(task, case)
-        return stored if stored is not None else draw_inputs(task.spec, case, seed)
-    return INPUT_FILES.get((str(task.folder), digest, case.name, seed), draw)
-
-
-def case_arguments(task: Task, case: Case, input_files: dict[str, Path]) -> list[ArgSpec]:
-    """The kernel's arguments for one case: buffers (inputs from their files) and scalar values."""
-    spec = task.spec
-    scalars = scalar_arguments(spec, case.sizes)
-    args = []
-    for p in spec.params:
-        if isinstance(p, ScalarParam):
-            args.append(ArgSpec(name=p.name, kind="scalar", dtype=p.dtype, value=scalars[p.name]))
-        else:
-            args.append(ArgSpec(name=p.name, kind="buffer", dtype=p.dtype, shape=list(spec.shape_of(p, case.sizes)),
-                                role=p.role, initial=p.initial,
-                                input_file=str(input_files[p.name]) if p.role != "out" else None))
-    return args
 
 
 def _first_line(log: str, word: str) -> str:

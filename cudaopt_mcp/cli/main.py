@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ev.set_defaults(func=_cmd_eval)
 
-    from cudaopt_mcp.service.state import add_serve_arguments  # no MCP import: the CLI stays light
+    from cudaopt_mcp.server.options import add_serve_arguments  # no MCP import: the CLI stays light
 
     srv = sub.add_parser("serve", help="run the MCP server (stdio by default, or streamable HTTP)")
     add_serve_arguments(srv)

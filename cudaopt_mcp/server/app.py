@@ -29,8 +29,9 @@ from mcp.server import MCPServer
 
 from cudaopt_mcp.errors import ServeError
 from cudaopt_mcp.server import jobs, prompts, resources, tools
+from cudaopt_mcp.server.options import add_serve_arguments, config_from_args
 from cudaopt_mcp.server.transports import is_loopback, serve_http
-from cudaopt_mcp.service.state import ServerConfig, ServerState, add_serve_arguments, config_from_args
+from cudaopt_mcp.service.state import ServerConfig, ServerState
 from harness_tools.errors import HarnessError
 from harness_tools.run import jail
 

@@ -21,10 +21,10 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from cudaopt_mcp.api import CaseArg, EvaluateOutput, JobId, ProfileOutput, SanitizeOutput
-from cudaopt_mcp.server.tool_calls import state_of, tool, tool_result
+from cudaopt_mcp.server.tool_calls import REFUSALS, refusals_as_tool_errors, state_of, tool, tool_result
 from cudaopt_mcp.server.tools import (
     ADDITIVE,
     READ_ONLY,
@@ -40,10 +40,10 @@ from cudaopt_mcp.server.tools import (
     Tunables,
     Warmup,
 )
+from cudaopt_mcp.service import evaluations
 from cudaopt_mcp.service import inspections as inspect_steps
-from cudaopt_mcp.service import steps
+from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
 from cudaopt_mcp.service.state import ServerState
-from harness_tools.errors import HarnessError
 
 JOB_ID = re.compile(r"^job-\d{4,9}$")
 LongTimeout = Annotated[float, Field(gt=0, le=3600, description="seconds for the whole job: the compile and every case "
@@ -120,7 +120,7 @@ class JobTable:
             result = work(progress=job.progress)
             with job.lock:
                 job.result = result
-        except (HarnessError, ValidationError) as exc:
+        except REFUSALS as exc:
             with job.lock:
                 job.error = str(exc)
         except Exception as exc:  # noqa: BLE001 - a bug must still end the job visibly, not leave it "running"
@@ -154,22 +154,20 @@ def register(server: MCPServer, table: JobTable) -> None:
         when its status is "done", its result is exactly what the direct tool would have returned (and
         the run's best and records are updated the same way)."""
         state = state_of(ctx)
+        cand = CandidateArgs(source=source, launch=launch, defines=defines, options=options, tunables=tunables)
         if what == "evaluate":
-            cand = {"source": source, "launch": launch, "defines": defines, "options": options, "tunables": tunables}
-            work = functools.partial(steps.execute_step, state, "evaluate", run_id, candidate_id=candidate_id,
-                                     cand_args=cand, note=note, roles=roles, seed=seed, warmup=warmup, reps=reps,
-                                     timeout_s=timeout_s)
-        elif candidate_id is None or any(v is not None for v in (source, launch, defines, options, tunables)):
+            timing = TimingArgs(roles=roles, seed=seed, warmup=warmup, reps=reps, timeout_s=timeout_s)
+            work = functools.partial(evaluations.execute_step, state, "evaluate", run_id, candidate_id=candidate_id,
+                                     candidate=cand, note=note, timing=timing)
+        elif candidate_id is None or cand.given():
             raise ToolError(f"{what} works on a stored candidate: give candidate_id (and no new candidate)")
         elif what == "profile":
             work = functools.partial(inspect_steps.profile_step, state, run_id, candidate_id, case, timeout_s)
         else:
             work = functools.partial(inspect_steps.sanitize_step, state, run_id, candidate_id, sanitizers, None,
                                      timeout_s)
-        try:
+        with refusals_as_tool_errors():
             job = table.start(state, run_id, what, work)
-        except HarnessError as exc:
-            raise ToolError(str(exc)) from exc
         out = job.snapshot()
         return tool_result(out, f"started {out.job_id} ({what}) on {run_id}; poll job(job_id='{out.job_id}')")
 

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -19,6 +21,19 @@ from pydantic import BaseModel, ValidationError
 
 from cudaopt_mcp.service.state import ServerState
 from harness_tools.errors import HarnessError
+
+REFUSALS = (HarnessError, ValidationError)  # bad input, unknown ids, unusable backends: the model can act on these
+
+
+@contextlib.contextmanager
+def refusals_as_tool_errors() -> Iterator[None]:
+    """The one translation of our refusals (the :mod:`cudaopt_mcp.errors` / :mod:`harness_tools.errors` tree and
+    invalid arguments) into ``ToolError``s, whose messages reach the model; any other exception is a bug, and
+    the SDK keeps its text from the model."""
+    try:
+        yield
+    except REFUSALS as exc:
+        raise ToolError(str(exc)) from exc
 
 
 def state_of(ctx: Context) -> ServerState:
@@ -32,7 +47,7 @@ async def run_blocking(ctx: Context | None, fn, *args, **kwargs):
         kwargs["progress"] = relay
     call = functools.partial(fn, *args, **kwargs)
     outcome: list[Any] = []
-    try:
+    with refusals_as_tool_errors():
         if relay is None:
             return await anyio.to_thread.run_sync(call)
         async with anyio.create_task_group() as tg:
@@ -46,8 +61,6 @@ async def run_blocking(ctx: Context | None, fn, *args, **kwargs):
         if isinstance(outcome[0], Exception):
             raise outcome[0]
         return outcome[0]
-    except (HarnessError, ValidationError) as exc:  # RunError and StepRefused are HarnessErrors
-        raise ToolError(str(exc)) from exc
 
 
 class ProgressRelay:

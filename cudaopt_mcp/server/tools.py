@@ -1,4 +1,4 @@
-"""The MCP tools: thin async wrappers around :mod:`cudaopt_mcp.service.steps`, with docstrings for the model.
+"""The MCP tools: thin async wrappers around :mod:`cudaopt_mcp.service`, with docstrings for the model.
 
 Every tool returns a ``CallToolResult`` whose ``structured_content`` is a pydantic model from
 :mod:`cudaopt_mcp.api` (published as its ``outputSchema``), whose text content is a short
@@ -51,9 +51,10 @@ from cudaopt_mcp.api import (  # the bounded argument types, shared with jobs.py
     Warmup,
 )
 from cudaopt_mcp.server.tool_calls import run_blocking, state_of, tool, tool_result
+from cudaopt_mcp.service import candidates, evaluations, run_creation
 from cudaopt_mcp.service import inspections as inspect_steps
-from cudaopt_mcp.service import steps
 from cudaopt_mcp.service import views as S
+from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
 from harness_tools.task.spec import bundled_task_names, resolve_task
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -123,7 +124,7 @@ def register(server: MCPServer) -> None:
         to every other tool. The result includes the kernel signature every candidate must match exactly,
         the cases, tolerances and the baseline launch configuration. Next step: evaluate(run_id) with no
         source measures the baseline."""
-        out = await run_blocking(None, steps.create_run, state_of(ctx), task, spec, files, max_candidates)
+        out = await run_blocking(None, run_creation.create_run, state_of(ctx), task, spec, files, max_candidates)
         return tool_result(out, f"created {out.run_id} for task {out.task.name} on the {out.backend} backend; "
                             f"signature: {out.task.signature}",
                        [(out.task.baseline_source_uri, "baseline source", "text/x-cuda")])
@@ -168,8 +169,8 @@ def register(server: MCPServer) -> None:
         the first error line and an excerpt of the log (full log at log_uri). Compiling the same content
         again returns the same candidate_id. A compile error is returned as an error result with the log
         line to fix. Use evaluate (or run/compare/time) with the candidate_id to test it."""
-        cand = {"source": source, "launch": launch, "defines": defines, "options": options, "tunables": tunables}
-        out: CompileOutput = await run_blocking(None, steps.compile_step, state_of(ctx), run_id, cand, note)
+        cand = CandidateArgs(source=source, launch=launch, defines=defines, options=options, tunables=tunables)
+        out: CompileOutput = await run_blocking(None, candidates.compile_step, state_of(ctx), run_id, cand, note)
         r = f"{out.registers} registers, {out.spill_store_bytes or 0} B spills" if out.ok else out.first_error
         return tool_result(out, f"{run_id}/{out.candidate_id}: compile {out.status}: {r}",
                        [(out.source_uri, "kernel.cu", "text/x-cuda"), (out.log_uri, "compile.log", "text/plain")],
@@ -191,10 +192,10 @@ def register(server: MCPServer) -> None:
         A candidate that does not compile or is not correct is returned as an error result with the
         evidence. On the cpu backend only validation cases run by default and timings are CPU wall clock.
         Typically a few seconds; progress notifications are sent while it runs."""
-        cand = {"source": source, "launch": launch, "defines": defines, "options": options, "tunables": tunables}
-        out: EvaluateOutput = await run_blocking(ctx, steps.execute_step, state_of(ctx), "evaluate", run_id,
-                                              candidate_id=candidate_id, cand_args=cand, note=note, roles=roles,
-                                              seed=seed, warmup=warmup, reps=reps, timeout_s=timeout_s)
+        cand = CandidateArgs(source=source, launch=launch, defines=defines, options=options, tunables=tunables)
+        timing = TimingArgs(roles=roles, seed=seed, warmup=warmup, reps=reps, timeout_s=timeout_s)
+        out: EvaluateOutput = await run_blocking(ctx, evaluations.execute_step, state_of(ctx), "evaluate", run_id,
+                                                 candidate_id=candidate_id, candidate=cand, note=note, timing=timing)
         return tool_result(out, _eval_summary(out), _eval_links(out), is_error=not out.correct)
 
     @tool(server, name="run", annotations=ADDITIVE)
@@ -206,8 +207,9 @@ def register(server: MCPServer) -> None:
         CUDA_ERROR_ILLEGAL_ADDRESS or TIMEOUT; out-of-bounds writes and modified inputs are caught). Launch
         failures come back as an error result. Then call compare for error statistics against the reference,
         and time for latencies; evaluate does all three in one call."""
-        out: EvaluateOutput = await run_blocking(ctx, steps.execute_step, state_of(ctx), "run", run_id,
-                                              candidate_id=candidate_id, roles=roles, seed=seed, timeout_s=timeout_s)
+        out: EvaluateOutput = await run_blocking(ctx, evaluations.execute_step, state_of(ctx), "run", run_id,
+                                                 candidate_id=candidate_id,
+                                                 timing=TimingArgs(roles=roles, seed=seed, timeout_s=timeout_s))
         failed = not out.compile.ok or any(c.status in ("run_error", "corrupted") for c in out.cases)
         return tool_result(out, _eval_summary(out), _eval_links(out), is_error=failed)
 
@@ -218,7 +220,7 @@ def register(server: MCPServer) -> None:
         For every case: passed or not, max absolute and relative error, number of mismatching elements,
         and the first mismatching element (index, got, expected). Reads what the latest run, evaluate or
         time stored (it launches nothing). A mismatch is returned as an error result."""
-        out: CompareOutput = await run_blocking(None, steps.compare_step, state_of(ctx), run_id, candidate_id)
+        out: CompareOutput = await run_blocking(None, evaluations.compare_step, state_of(ctx), run_id, candidate_id)
         bad = next((c for c in out.cases if not c.passed), None)
         summary = (f"{run_id}/{candidate_id}: all {len(out.cases)} cases within tolerance" if out.correct
                    else f"{run_id}/{candidate_id}: case {bad.name if bad else '?'}: {bad.message if bad else 'failed'}")
@@ -233,9 +235,9 @@ def register(server: MCPServer) -> None:
         Each timed launch starts with a flushed L2; outputs are checked too. The score counts towards the
         run's best only if the candidate has passed its validation cases (run or evaluate) before. On the
         cpu backend performance cases are large for a CPU and can take long; timings are CPU wall clock."""
-        out: EvaluateOutput = await run_blocking(ctx, steps.execute_step, state_of(ctx), "time", run_id,
-                                              candidate_id=candidate_id, roles=["performance"], seed=seed,
-                                              warmup=warmup, reps=reps, timeout_s=timeout_s)
+        timing = TimingArgs(roles=["performance"], seed=seed, warmup=warmup, reps=reps, timeout_s=timeout_s)
+        out: EvaluateOutput = await run_blocking(ctx, evaluations.execute_step, state_of(ctx), "time", run_id,
+                                                 candidate_id=candidate_id, timing=timing)
         return tool_result(out, _eval_summary(out), _eval_links(out), is_error=not out.correct)
 
     @tool(server, annotations=ADDITIVE_IDEMPOTENT)
@@ -309,7 +311,7 @@ def register(server: MCPServer) -> None:
                        if S.candidate_brief(store, run_id, c, state.is_active(run_id, c)).status == "correct"]
             out = BestOutput(run_id=run_id, best=S.best_info(store, run_id, record), correct_candidates=correct)
             if record is not None:
-                cand = steps.load_candidate(state, run_id, record.candidate_id)
+                cand = candidates.load_candidate(state, run_id, record.candidate_id)
                 out.launch, out.defines = cand.launch, dict(cand.defines)
             else:
                 out.note = "no scored correct candidate yet (a score needs timed performance cases)"

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from cudaopt_mcp.service.runs import BestRecord, atomic_write
+from harness_tools.backends import backend_traits
 from harness_tools.errors import CandidateError
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.spec import Task
@@ -32,7 +33,7 @@ def export_best(run_dir: Path, run_id: str, task: Task, candidate: Candidate, re
 
 
 def standalone_source(run_id: str, task: Task, candidate: Candidate, record: BestRecord, cases: list[dict]) -> str:
-    clock = "CPU wall clock" if record.backend == "cpu" else "CUDA events"
+    clock = backend_traits(record.backend).clock
     lines = [
         f"// cudaopt: best kernel of {run_id} (task {task.name}), candidate {record.candidate_id}",
         f"// score {record.score_ms:.6g} ms: geometric mean of the performance cases' median latencies "

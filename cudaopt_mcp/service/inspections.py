@@ -14,9 +14,11 @@ from cudaopt_mcp.api import ProfileOutput, SanitizeOutput
 from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.runs import atomic_write
 from cudaopt_mcp.service.state import ServerState
-from cudaopt_mcp.service.steps import Progress, load_candidate, no_progress
+from cudaopt_mcp.service.candidates import load_candidate
+from cudaopt_mcp.service.progress import Progress, no_progress
+from harness_tools.backends import backend_traits
 from harness_tools.inspect.profile import ProfileResult, profile_candidate
-from harness_tools.inspect.sanitize import SanitizeResult, SanitizerTool, sanitize_cpu, sanitize_cuda
+from harness_tools.inspect.sanitize import SanitizeResult, SanitizerTool, sanitize_candidate
 from harness_tools.run.scratch import scratch_dir
 
 PROFILE_FILES = ("profile.ncu-rep", "profile.raw.csv", "profile.details.csv", "ncu.log")
@@ -29,9 +31,10 @@ def profile_step(state: ServerState, run_id: str, candidate_id: str, case: str |
                         status="unavailable", reason="")
     with store.locked(run_id):
         task, cand = store.task(run_id), load_candidate(state, run_id, candidate_id)
-        if state.backend_name != "cuda":
+        traits = backend_traits(state.backend_name)
+        if not traits.profiler:
             out.reason = (f"profiling needs the cuda backend (Nsight Compute on an NVIDIA GPU); this server runs the "
-                          f"{state.backend_name} backend, whose timings are CPU wall clock")
+                          f"{state.backend_name} backend, whose timings are {traits.clock}")
             return out
         folder = store.candidate_dir(run_id, candidate_id)
         progress(1, 3, f"profiling {candidate_id} with Nsight Compute")
@@ -68,15 +71,11 @@ def sanitize_step(state: ServerState, run_id: str, candidate_id: str, tools: lis
         folder = store.candidate_dir(run_id, candidate_id)
         progress(1, 3, f"sanitizing {candidate_id} on {state.backend_name}")
         with state.working(run_id, candidate_id), state.engine_lock:
-            if state.backend_name == "cuda":
-                with scratch_dir("cudaopt-sanitize-") as scratch:
-                    arch = state.backend().device_info().arch
-                    result = sanitize_cuda(task, cand, arch, scratch, tools=tools, case_names=cases, timeout_s=timeout_s)
-                    for log in scratch.glob("*.log"):
-                        shutil.move(str(log), folder / f"sanitize-{log.name}")
-            else:
-                with scratch_dir("cudaopt-sanitize-") as scratch:
-                    result = sanitize_cpu(task, cand, state.backend(), scratch, case_names=cases, timeout_s=timeout_s)
+            with scratch_dir("cudaopt-sanitize-") as scratch:
+                result = sanitize_candidate(task, cand, state.backend(), scratch, tools=tools, case_names=cases,
+                                            timeout_s=timeout_s)
+                for log in scratch.glob("*.log"):  # compute-sanitizer's logs; the cpu checks write none
+                    shutil.move(str(log), folder / f"sanitize-{log.name}")
         atomic_write(folder / "sanitize.json", result.model_dump_json(indent=2))
         store.append_history(run_id, {"event": "sanitize", "candidate_id": candidate_id, "status": result.status})
     return _sanitize_output(result, run_id, candidate_id)

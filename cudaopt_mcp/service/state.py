@@ -8,7 +8,6 @@ backend at a time (one worker per GPU), and :meth:`RunStore.locked` serialises c
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import threading
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from cudaopt_mcp.service.runs import RunStore
-from harness_tools.backends import ExecutionBackend, available_backends, create_backend
+from harness_tools.backends import ExecutionBackend, available_backends, backend_traits, create_backend
 from harness_tools.errors import BackendError
 from harness_tools.run.timing import TimingPlan
 
@@ -96,9 +95,9 @@ class ServerState:
 
     # ---- defaults that depend on the backend ------------------------------------------------------
     def timing_plan(self, warmup: int | None, reps: int | None) -> TimingPlan:
-        cpu = self.backend_name == "cpu"
-        return TimingPlan(warmup=warmup if warmup is not None else (1 if cpu else 10),
-                          reps=reps if reps is not None else (5 if cpu else 100))
+        traits = backend_traits(self.backend_name)
+        return TimingPlan(warmup=warmup if warmup is not None else traits.default_warmup,
+                          reps=reps if reps is not None else traits.default_reps)
 
     # ---- which candidates are being worked on in this process -------------------------------------
     @contextlib.contextmanager
@@ -115,22 +114,3 @@ class ServerState:
     def is_active(self, run_id: str, candidate_id: str) -> bool:
         with self._active_guard:
             return (run_id, candidate_id) in self._active
-
-
-# ---- command-line options (here, not in server.py, so the CLI can add them without importing MCP) ----
-def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``cudaopt serve`` (also used by ``python -m cudaopt_mcp.server``)."""
-    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio",
-                        help="stdio (default; what MCP clients launch) or streamable HTTP")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="HTTP bind address (default 127.0.0.1; any other needs $CUDAOPT_MCP_TOKEN)")
-    parser.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
-    parser.add_argument("--results", type=Path, default=Path("results"), help="run folders live here (default ./results)")
-    parser.add_argument("--backend", choices=available_backends(), help="default: cuda if a GPU is present, else cpu")
-    parser.add_argument("--task-root", type=Path, action="append", default=[], metavar="DIR",
-                        help="folder whose task folders HTTP clients may load (repeatable; stdio clients may load any)")
-
-
-def config_from_args(args: argparse.Namespace) -> ServerConfig:
-    return ServerConfig(results_dir=args.results, backend=args.backend, transport=args.transport,
-                        task_roots=tuple(args.task_root), host=args.host, port=args.port)

@@ -29,6 +29,8 @@ from harness_tools.task.spec import (
     InputDistribution,
     NumpyReference,
     ScalarParam,
+    StoredReference,
+    Task,
     TaskSpec,
     buffer_bytes,
     is_float,
@@ -145,3 +147,12 @@ def reference_inputs(spec: TaskSpec, case: Case, arrays: dict[str, np.ndarray]) 
         ref[name] = arr.astype(np.float64 if arr.dtype.kind == "f" else np.int64)
     ref.update(scalar_arguments(spec, case.sizes))
     return ref
+
+
+def stored_inputs(task: Task, case: Case) -> dict[str, np.ndarray] | None:
+    """The fixed inputs of a stored reference (None for other kinds: inputs are drawn from the seed)."""
+    ref = task.spec.reference
+    if not isinstance(ref, StoredReference):
+        return None
+    folder = task.folder / ref.dir / case.name
+    return {b.name: np.load(folder / f"{b.name}.npy") for b in task.spec.buffers if b.role != "out"}

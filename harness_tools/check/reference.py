@@ -17,7 +17,8 @@ from typing import Callable
 import numpy as np
 
 from harness_tools.backends import ExecutionBackend
-from harness_tools.backends.contract import ArgSpec, CaseRequest
+from harness_tools.backends.contract import ArgSpec
+from harness_tools.check.case_request import case_request
 from harness_tools.check.inputs import reference_inputs
 from harness_tools.compile import compile_candidate
 from harness_tools.errors import TaskSpecError
@@ -27,15 +28,6 @@ from harness_tools.task.spec import Case, KernelReference, NumpyReference, Store
 CACHE_BYTES = 2 << 30
 
 RunArgs = Callable[[Case], list[ArgSpec]]
-
-
-def stored_inputs(task: Task, case: Case) -> dict[str, np.ndarray] | None:
-    """The fixed inputs of a stored reference (None for other kinds: inputs are drawn from the seed)."""
-    ref = task.spec.reference
-    if not isinstance(ref, StoredReference):
-        return None
-    folder = task.folder / ref.dir / case.name
-    return {b.name: np.load(folder / f"{b.name}.npy") for b in task.spec.buffers if b.role != "out"}
 
 
 class ReferenceCache:
@@ -107,10 +99,7 @@ def _run_kernel(task: Task, ref: KernelReference, case: Case, backend: Execution
     compiled = compile_candidate(cand, arch)
     if not compiled.ok:
         raise TaskSpecError(where, "reference", f"reference kernel does not compile:\n{compiled.log}")
-    grid, block, shared = cand.launch_dims(case.sizes)
-    request = CaseRequest(kernel_name=ref.kernel, cubin=compiled.cubin or b"", source=cand.source,
-                          defines={k: str(v) for k, v in cand.defines.items()}, grid=grid, block=block,
-                          shared_mem=shared, args=args, output_dir=str(scratch / "reference"))
+    request = case_request(cand, compiled.cubin, cand.launch_dims(case.sizes), args, scratch / "reference")
     run = backend.run_case(request, timeout_s)
     if run.status != "ok" or run.overruns or run.modified_inputs:
         problem = run.message or f"overran {run.overruns}, modified {run.modified_inputs}"

@@ -25,6 +25,9 @@ _PRELUDE = f'#include "{_PRELUDE_HEADER}"\n#line 1 "{PROGRAM_NAME}"\n'
 LOG_CAP_CHARS = 6000
 
 
+CompileStatus = Literal["ok", "error", "refused"]
+
+
 class ResourceUsage(BaseModel):
     """ptxas' report for the candidate's kernel entry."""
 
@@ -39,7 +42,7 @@ class ResourceUsage(BaseModel):
 
 class CompileResult(BaseModel):
     ok: bool
-    status: Literal["ok", "error", "refused"]
+    status: CompileStatus
     arch: str
     kernel_name: str
     log: str = Field(description="filtered log, capped; the full filtered log is in full_log")

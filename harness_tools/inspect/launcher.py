@@ -18,9 +18,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from harness_tools.backends.contract import CaseRequest
+from harness_tools.check.case_request import case_arguments, case_inputs, case_request
 from harness_tools.compile import compile_candidate
 from harness_tools.errors import CandidateError, LaunchPrepError
-from harness_tools.evaluate import case_arguments, case_inputs
 from harness_tools.run import jail
 from harness_tools.run.jail import JailSpec, Limits
 from harness_tools.run.scratch import inputs_root
@@ -77,14 +77,11 @@ def build_request(task: Task, candidate: Candidate, case: Case, arch: str, seed:
     if not compiled.ok:
         raise LaunchPrepError(f"the candidate does not compile: {compiled.log.strip().splitlines()[0] if compiled.log else ''}")
     try:
-        grid, block, shared = candidate.launch_dims(case.sizes)
+        launch = candidate.launch_dims(case.sizes)
     except CandidateError as exc:
         raise LaunchPrepError(str(exc)) from None
     _, files = case_inputs(task, case, seed)
-    return CaseRequest(kernel_name=candidate.kernel_name, cubin=compiled.cubin or b"", source=candidate.source,
-                       defines={k: str(v) for k, v in candidate.defines.items()}, options=list(candidate.options),
-                       grid=grid, block=block, shared_mem=shared, args=case_arguments(task, case, files),
-                       timing=timing, output_dir=str(output_dir))
+    return case_request(candidate, compiled.cubin, launch, case_arguments(task, case, files), output_dir, timing)
 
 
 def prepare_request(task: Task, candidate: Candidate, case: Case, arch: str, seed: int, folder: Path,

@@ -36,8 +36,11 @@ PERMISSION_HINT = ("GPU performance counters are not permitted for this user (ER
                    "(see developer.nvidia.com/ERR_NVGPUCTRPERM)")
 
 
+ProfileStatus = Literal["ok", "unavailable", "failed", "timeout"]
+
+
 class ProfileResult(BaseModel):
-    status: Literal["ok", "unavailable", "failed", "timeout"]
+    status: ProfileStatus
     message: str = ""
     case: str | None = None
     summary: ProfileSummary | None = None

@@ -17,8 +17,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from harness_tools.backends import ExecutionBackend
+from harness_tools.backends import ExecutionBackend, RaceChecker
 from harness_tools.compile import PROGRAM_NAME
+from harness_tools.errors import BackendError
 from harness_tools.evaluate import EvaluationConfig, evaluate
 from harness_tools.inspect.launcher import build_request, find_tool, launcher_command, pick_case, prepare_request, run_wrapped
 from harness_tools.inspect.sanitizer_report import SanitizerReport, parse_sanitizer_output
@@ -37,9 +38,12 @@ class CpuFinding(BaseModel):
     message: str
 
 
+SanitizeStatus = Literal["clean", "findings", "unavailable", "failed", "timeout"]
+
+
 class SanitizeResult(BaseModel):
     backend: str
-    status: Literal["clean", "findings", "unavailable", "failed", "timeout"]
+    status: SanitizeStatus
     message: str = ""
     cases: list[str] = Field(default_factory=list)
     reports: list[SanitizerReport] = Field(default_factory=list, description="cuda: one per compute-sanitizer tool")
@@ -51,6 +55,19 @@ class SanitizeResult(BaseModel):
         lines += [r.text() for r in self.reports]
         lines += [f"- {f.case}: {f.kind}: {f.message[:300]}" for f in self.cpu_findings[:12]]
         return "\n".join(lines)
+
+
+def sanitize_candidate(task: Task, candidate: Candidate, backend: ExecutionBackend, folder: Path, *,
+                       tools: list[SanitizerTool] | None = None, case_names: list[str] | None = None,
+                       timeout_s: float = 180.0) -> SanitizeResult:
+    """The backend's own way of sanitizing (its ``traits.sanitizer``): compute-sanitizer's tools on the GPU,
+    or guarded buffers and the race check on the cpu backend. Logs, where a tool writes them, go to ``folder``."""
+    if backend.traits.sanitizer == "compute-sanitizer":
+        return sanitize_cuda(task, candidate, backend.device_info().arch, folder, tools=tools, case_names=case_names,
+                             timeout_s=timeout_s)
+    if not isinstance(backend, RaceChecker):
+        raise BackendError(f"the {backend.name} backend says it sanitizes by race check but has no race_check")
+    return sanitize_cpu(task, candidate, backend, folder, case_names=case_names, timeout_s=timeout_s)
 
 
 def sanitize_cuda(task: Task, candidate: Candidate, arch: str, folder: Path, *, tools: list[SanitizerTool] | None = None,
@@ -83,7 +100,7 @@ def sanitize_cuda(task: Task, candidate: Candidate, arch: str, folder: Path, *, 
     return result
 
 
-def sanitize_cpu(task: Task, candidate: Candidate, backend: ExecutionBackend, folder: Path, *,
+def sanitize_cpu(task: Task, candidate: Candidate, backend: RaceChecker, folder: Path, *,
                  case_names: list[str] | None = None, seed: int = 1, timeout_s: float = 120.0) -> SanitizeResult:
     """The cpu backend's checks over the validation cases: guarded buffers and barrier checks on every
     launch, then the ThreadSanitizer race check on every case whose launch completed (right or wrong:
@@ -108,7 +125,7 @@ def sanitize_cpu(task: Task, candidate: Candidate, backend: ExecutionBackend, fo
         if case.status == "corrupted":
             result.cpu_findings.append(CpuFinding(case=case.name, kind="corrupted", message=case.message or ""))
         request = build_request(task, candidate, task.spec.case(case.name), arch, seed, folder / case.name)
-        report = backend.race_check(request, timeout_s)  # type: ignore[attr-defined]
+        report = backend.race_check(request, timeout_s)
         if report.status == "races":
             result.cpu_findings.append(CpuFinding(case=case.name, kind="race", message=report.message))
         elif report.status == "error":

@@ -19,6 +19,7 @@ import os
 from harness_tools.backends.contract import CaseRequest, CaseRun, RaceReport
 from harness_tools.backends.cpu.build import build_kernel, cache_root, compiler, compiler_home, kernel_cache, runtime_library
 from harness_tools.backends.cpu.translate import unsupported
+from harness_tools.backends.protocols import BackendTraits
 from harness_tools.backends.worker_backend import WorkerBackend
 from harness_tools.run.jail import JailSpec, Limits
 from harness_tools.run.scratch import inputs_root, scratch_root
@@ -47,6 +48,8 @@ def memory_limit() -> int:
 
 class CpuBackend(WorkerBackend):
     name = "cpu"
+    traits = BackendTraits(clock="CPU wall clock", default_warmup=1, default_reps=5, profiler=False,
+                           sanitizer="race-check")
 
     def __init__(self, device: int = 0):
         compiler()  # a clear BackendUnavailable before any worker starts when g++ is missing

@@ -9,6 +9,7 @@ import glob
 import shutil
 import subprocess
 
+from harness_tools.backends.protocols import BackendTraits
 from harness_tools.backends.worker_backend import WorkerBackend
 from harness_tools.errors import BackendUnavailable
 from harness_tools.run.jail import JailSpec, Limits
@@ -33,6 +34,8 @@ def gpu_present() -> bool:
 
 class CudaBackend(WorkerBackend):
     name = "cuda"
+    traits = BackendTraits(clock="CUDA events", default_warmup=10, default_reps=100, profiler=True,
+                           sanitizer="compute-sanitizer")
 
     def __init__(self, device: int = 0):
         if not gpu_present():

@@ -1,8 +1,9 @@
-"""The server's operations, as plain blocking functions over :class:`ServerState` (no MCP here).
+"""Evaluations of a candidate (evaluate, run, time, compare), as plain blocking functions over :class:`ServerState`
+(no MCP here).
 
 Each step takes the run's lock for its whole duration, so two clients working on one run are
 serialised and lose nothing; the backend is additionally guarded by ``state.engine_lock``. Bad
-arguments and unknown ids raise (:class:`StepRefused`, :class:`~cudaopt_mcp.service.runs.RunError`,
+arguments and unknown ids raise (:class:`~cudaopt_mcp.errors.StepRefused`, :class:`~cudaopt_mcp.errors.RunError`,
 :class:`~harness_tools.errors.HarnessError`); kernel failures are data in the returned models.
 
 Candidate folder (see :mod:`cudaopt_mcp.service.runs`): ``candidate.json`` (meta + the candidate),
@@ -15,32 +16,24 @@ after a crash it stays, and the candidate reads as ``interrupted`` until it is e
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
-import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import ValidationError
+from typing import Literal
 
 from cudaopt_mcp.api import (
-    MAX_INLINE_BYTES,
-    MAX_INLINE_FILES,
     CompareOutput,
-    CompileOutput,
-    CreateRunOutput,
     EvaluateOutput,
 )
 from cudaopt_mcp.errors import StepRefused
 from cudaopt_mcp.service import views as S
+from cudaopt_mcp.service.arguments import CandidateArgs, Role, TimingArgs
+from cudaopt_mcp.service.candidates import build_candidate, compile_stored, load_candidate, register_candidate
 from cudaopt_mcp.service.export import export_best
+from cudaopt_mcp.service.progress import Progress, no_progress
 from cudaopt_mcp.service.runs import ARTIFACT, BestRecord, atomic_write
 from cudaopt_mcp.service.state import ServerState
-from harness_tools.compile import CompileResult, compile_candidate
 from harness_tools.evaluate import (
     MIN_CASE_S,
     EvaluationConfig,
@@ -51,199 +44,40 @@ from harness_tools.evaluate import (
     open_worker_file,
 )
 from harness_tools.run.scratch import scratch_dir
-from harness_tools.task import candidate as candidates
 from harness_tools.task.candidate import Candidate
-from harness_tools.task.spec import MAX_TASK_FILE_BYTES, Expr, LaunchSpec, Task, bundled_task_names, load_task, resolve_task
+from harness_tools.task.spec import Task
 
-Progress = Callable[[float, float, str], None]
 Step = Literal["evaluate", "run", "time"]
-Role = Literal["validation", "performance"]
 RECORD = {"evaluate": "evaluation.json", "run": "execution.json", "time": "timing.json"}
 KEEP_OUTPUT_BYTES = 64 << 20  # outputs of a failed case: the evidence
 KEEP_PASSED_OUTPUT_BYTES = 8 << 20  # a passed case's: copying big ones to disk on every call cost more than the rest
-INLINE_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)
-
-
-def no_progress(done: float, total: float, message: str) -> None:
-    pass
-
-
-# ---- runs ---------------------------------------------------------------------------------------------
-def create_run(state: ServerState, task: str | None, spec: dict[str, Any] | None, files: dict[str, str] | None,
-               max_candidates: int | None) -> CreateRunOutput:
-    if (task is None) == (spec is None):
-        raise StepRefused("give exactly one of 'task' (a bundled task name or a task folder) and 'spec'")
-    with tempfile.TemporaryDirectory(prefix="cudaopt-inline-") as tmp:
-        if spec is not None:
-            loaded, origin = _inline_task(state, spec, files or {}, Path(tmp)), "inline"
-        else:
-            loaded = _named_task(state, task or "")
-            origin = task if task in bundled_task_names() else str(loaded.folder)
-        record = state.store.create_run(loaded, origin, state.backend_name, max_candidates)
-    return CreateRunOutput(
-        run_id=record.run_id, backend=record.backend, task=S.task_summary(loaded, record.run_id),
-        next_step=f"evaluate(run_id='{record.run_id}') with no source measures the task's baseline; then evaluate "
-                  "your own kernels (source + launch) and compare against it",
-    )
-
-
-def _named_task(state: ServerState, name: str) -> Task:
-    trusted = state.config.trusted_client
-    if name in bundled_task_names():
-        return resolve_task(name)
-    if not trusted and "/" not in name:
-        raise StepRefused(f"{name!r} is not a bundled task ({', '.join(bundled_task_names())})")
-    folder = Path(name).expanduser().resolve()
-    if not trusted:
-        roots = [r.resolve() for r in state.config.task_roots]
-        if not any(folder.is_relative_to(r) for r in roots):
-            raise StepRefused("over HTTP only bundled tasks and task folders under the server's --task-root folders "
-                              f"are accepted ({', '.join(map(str, roots)) or 'none configured'})")
-    return resolve_task(folder)
-
-
-def _inline_task(state: ServerState, spec: dict[str, Any], files: dict[str, str], folder: Path) -> Task:
-    """Write an inline spec and its files into ``folder`` and load it like any task folder."""
-    if not state.config.trusted_client:
-        raise StepRefused("an inline task spec is accepted only from a local (stdio) client: its reference may be "
-                          "Python code, and no code from a remote client runs in this server; use a bundled task "
-                          "or a task folder under the server's --task-root")
-    if len(files) > MAX_INLINE_FILES:
-        raise StepRefused(f"at most {MAX_INLINE_FILES} files may come with an inline spec")
-    for name, text in files.items():
-        if not INLINE_FILE.fullmatch(name) or name == "task.json":
-            raise StepRefused(f"file name {name[:80]!r} must be a plain file name of letters, digits, '_', '-' and '.' "
-                              "(at most 128 characters, not starting with '.', not task.json)")
-        if len(text) > MAX_INLINE_BYTES or len(text.encode()) > MAX_INLINE_BYTES:
-            raise StepRefused(f"file {name!r} is larger than {MAX_INLINE_BYTES} bytes")
-        (folder / name).write_text(text)
-    try:
-        text = json.dumps(spec)
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise StepRefused(f"the inline spec cannot be written as JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
-    if len(text) > MAX_TASK_FILE_BYTES:
-        raise StepRefused(f"the inline spec is {len(text)} characters of JSON; at most {MAX_TASK_FILE_BYTES} are "
-                          "accepted")
-    (folder / "task.json").write_text(text)
-    return load_task(folder)
-
-
-# ---- candidates ---------------------------------------------------------------------------------------
-def build_candidate(task: Task, source: str | None = None, launch: LaunchSpec | None = None,
-                    defines: dict[str, Expr] | None = None, options: list[str] | None = None,
-                    tunables: dict[str, int] | None = None) -> Candidate:
-    """The task's baseline (or tunable kernel), with what the caller gave replacing or adding to it."""
-    if tunables is not None and source is not None:
-        raise StepRefused("give either 'source' or 'tunables' (the task's own tunable kernel), not both")
-    base = candidates.tuned(task, tunables) if tunables is not None else candidates.baseline(task)
-    fields = base.model_dump()
-    if source is not None:
-        fields["source"] = source
-    if launch is not None:
-        fields["launch"] = launch.model_dump()
-    if defines:
-        fields["defines"] = {**fields["defines"], **defines}
-    if options:
-        fields["options"] = list(options)
-    try:
-        return Candidate.model_validate(fields)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'candidate'}: {e['msg']}" for e in exc.errors())
-        raise StepRefused(f"invalid candidate: {problems}") from None
-
-
-def _register(state: ServerState, run_id: str, task: Task, cand: Candidate, note: str | None,
-              tunables: dict[str, int] | None = None) -> tuple[str, bool]:
-    """(candidate id, reused) for ``cand`` in this run; call under the run's lock."""
-    store = state.store
-    digest = cand.digest()
-    existing = store.find_candidate(run_id, digest)
-    if existing is not None:
-        return existing, True
-    record = store.run(run_id)
-    used = len(store.candidate_ids(run_id))
-    if record.max_candidates is not None and used >= record.max_candidates:
-        raise StepRefused(f"run {run_id} has used its budget of {record.max_candidates} candidates; evaluate an "
-                          "existing candidate_id again or create a new run")
-    candidate_id, _ = store.new_candidate(run_id)
-    meta = {"candidate_id": candidate_id, "digest": digest, "created": time.time(), "note": note, "tunables": tunables,
-            "baseline": digest == candidates.baseline(task).digest(), "candidate": cand.model_dump()}
-    store.write_artifact(run_id, candidate_id, "kernel.cu", cand.source)
-    store.write_artifact(run_id, candidate_id, "candidate.json", json.dumps(meta, indent=2))
-    store.append_history(run_id, {"event": "candidate", "candidate_id": candidate_id, "digest": digest,
-                                  **({"note": note[:200]} if note else {})})
-    return candidate_id, False
-
-
-def load_candidate(state: ServerState, run_id: str, candidate_id: str) -> Candidate:
-    meta = state.store.read_json(run_id, candidate_id, "candidate.json")
-    if not meta:
-        raise StepRefused(f"candidate {candidate_id} of {run_id} was never completely stored; compile it again")
-    return Candidate.model_validate(meta["candidate"])
-
-
-def _compile(state: ServerState, run_id: str, candidate_id: str, cand: Candidate,
-             timeout_s: float | None = None) -> CompileResult:
-    arch = state.backend().device_info().arch
-    result = compile_candidate(cand, arch, timeout_s=timeout_s)
-    store = state.store
-    store.write_artifact(run_id, candidate_id, "compile.log", result.full_log)
-    store.write_artifact(run_id, candidate_id, "compile.json", result.model_dump_json(indent=2))
-    store.append_history(run_id, {"event": "compiled", "candidate_id": candidate_id, "status": result.status})
-    return result
-
-
-def compile_step(state: ServerState, run_id: str, cand_args: dict[str, Any], note: str | None) -> CompileOutput:
-    with state.store.locked(run_id):
-        task = state.store.task(run_id)
-        cand = build_candidate(task, **cand_args)
-        candidate_id, reused = _register(state, run_id, task, cand, note, cand_args.get("tunables"))
-        with state.working(run_id, candidate_id):
-            result = _compile(state, run_id, candidate_id, cand)
-    return compile_output(run_id, candidate_id, result, reused)
-
-
-def compile_output(run_id: str, candidate_id: str, result: CompileResult, reused: bool) -> CompileOutput:
-    r = result.resources
-    return CompileOutput(
-        run_id=run_id, candidate_id=candidate_id, ok=result.ok, status=result.status, arch=result.arch,
-        first_error=None if result.ok else S.first_error(result.log), log_excerpt=S.excerpt(result.log),
-        log_truncated=len(result.full_log.strip()) > S.EXCERPT_CHARS, registers=r.registers if r else None,
-        spill_store_bytes=r.spill_store_bytes if r else None, spill_load_bytes=r.spill_load_bytes if r else None,
-        stack_bytes=r.stack_bytes if r else None, static_shared_bytes=r.static_shared_bytes if r else None,
-        compile_ms=result.compile_ms, cached=result.cached, reused=reused,
-        source_uri=S.artifact_uri(run_id, candidate_id, "kernel.cu"),
-        log_uri=S.artifact_uri(run_id, candidate_id, "compile.log"),
-    )
-
-
-# ---- evaluate / run / time ----------------------------------------------------------------------------
 def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: str | None = None,
-                 cand_args: dict[str, Any] | None = None, note: str | None = None, roles: list[Role] | None = None,
-                 seed: int | None = None, warmup: int | None = None, reps: int | None = None,
-                 timeout_s: float = 120.0, progress: Progress = no_progress) -> EvaluateOutput:
+                 candidate: CandidateArgs | None = None, note: str | None = None, timing: TimingArgs | None = None,
+                 progress: Progress = no_progress) -> EvaluateOutput:
     """compile, then launch and check (and, for performance cases, time) the candidate's cases."""
     started = time.perf_counter()
     store = state.store
-    given = {k: v for k, v in (cand_args or {}).items() if v is not None}
+    candidate = candidate or CandidateArgs()
+    timing = timing or TimingArgs()
+    given = candidate.given()
     if candidate_id is not None and given:
-        raise StepRefused(f"give either candidate_id or a new candidate ({', '.join(sorted(given))}), not both")
+        raise StepRefused(f"give either candidate_id or a new candidate ({', '.join(given)}), not both")
     progress(0, 4, f"waiting for run {run_id}")
     with store.locked(run_id):
         task = store.task(run_id)
-        roles = roles or (["performance"] if step == "time" else task.spec.default_roles(state.backend_name))
+        roles = timing.roles or (["performance"] if step == "time" else task.spec.default_roles(state.backend_name))
         # a case too big for this machine is refused before anything is registered, compiled, drawn or allocated
         check_memory(task, task.spec.cases_for(roles, state.backend_name), state.backend_name,
                      state.backend().device_info())
         if candidate_id is not None:
             cand = load_candidate(state, run_id, candidate_id)
         else:
-            cand = build_candidate(task, **given)
-            candidate_id, _ = _register(state, run_id, task, cand, note, given.get("tunables"))
+            cand = build_candidate(task, candidate)
+            candidate_id, _ = register_candidate(state, run_id, task, cand, note, candidate.tunables)
         with state.working(run_id, candidate_id):
             out = _execute(state, step, run_id, candidate_id, task, cand, roles, progress,
-                           EvaluationConfig(seed=seed, timeout_s=timeout_s, roles=["validation"],
-                                            timing=None if step == "run" else state.timing_plan(warmup, reps)))
+                           EvaluationConfig(seed=timing.seed, timeout_s=timing.timeout_s, roles=["validation"],
+                                            timing=None if step == "run" else state.timing_plan(timing.warmup, timing.reps)))
     progress(4, 4, "done")
     out.elapsed_s = round(time.perf_counter() - started, 3)
     return out
@@ -255,7 +89,7 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
     store = state.store
     progress(1, 4, f"compiling {candidate_id}")
     started = time.perf_counter()  # the budget (timeout_s) covers the compile and every case, not waiting for locks
-    compiled = _compile(state, run_id, candidate_id, cand, timeout_s=compile_budget(config.timeout_s))
+    compiled = compile_stored(state, run_id, candidate_id, cand, timeout_s=compile_budget(config.timeout_s))
     left = config.timeout_s - (time.perf_counter() - started)
     out = EvaluateOutput(run_id=run_id, candidate_id=candidate_id, step=step, correct=False, backend=state.backend_name,
                          roles=list(roles), compile=S.compile_brief(compiled), cases=[],

@@ -1,0 +1,30 @@
+"""The command-line options of the server (``cudaopt serve``, ``python -m cudaopt_mcp.server``).
+
+Kept apart from the MCP adapter so the CLI can add them without importing MCP.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from cudaopt_mcp.service.state import ServerConfig
+from harness_tools.backends import available_backends
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``cudaopt serve`` (also used by ``python -m cudaopt_mcp.server``)."""
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                        help="stdio (default; what MCP clients launch) or streamable HTTP")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="HTTP bind address (default 127.0.0.1; any other needs $CUDAOPT_MCP_TOKEN)")
+    parser.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="run folders live here (default ./results)")
+    parser.add_argument("--backend", choices=available_backends(), help="default: cuda if a GPU is present, else cpu")
+    parser.add_argument("--task-root", type=Path, action="append", default=[], metavar="DIR",
+                        help="folder whose task folders HTTP clients may load (repeatable; stdio clients may load any)")
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    return ServerConfig(results_dir=args.results, backend=args.backend, transport=args.transport,
+                        task_roots=tuple(args.task_root), host=args.host, port=args.port)
