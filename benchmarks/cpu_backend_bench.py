@@ -1,6 +1,6 @@
 """cpu backend benchmark: build times, cached loads, and run times of barrier-heavy kernels on this CPU.
 
-    python benchmarks/cpu_backend_bench.py [--reps 3]
+    python -m benchmarks.cpu_backend_bench [--reps 3]
 
 Uses a fresh, empty kernel cache (a temporary CUDAOPT_CACHE_DIR), so the first evaluation of each
 kernel pays NVRTC + g++ and the second shows the cached load. Run times are CPU wall clock of one
@@ -17,9 +17,6 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> int:
@@ -29,7 +26,7 @@ def main() -> int:
     os.environ["CUDAOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="cudaopt-bench-cache-")
 
     from harness_tools.backends import create_backend
-    from harness_tools.evaluate import EvaluationConfig, evaluate
+    from harness_tools.evaluation import EvaluationConfig, evaluate
     from harness_tools.task import candidate as candidates
     from harness_tools.task.spec import Case, bundled_task_names, resolve_task
 

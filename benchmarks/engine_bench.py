@@ -2,7 +2,7 @@
 
 Run on the GPU (not a test; prints tables, optionally writes JSON):
 
-    python benchmarks/engine_bench.py [--tasks sgemm reduce_sum ...] [--repeats 5] [--json OUT]
+    python -m benchmarks.engine_bench [--tasks sgemm reduce_sum ...] [--repeats 5] [--json OUT]
 
 1. Overhead of one evaluation of each bundled baseline, split into stages (milliseconds).
 2. For each task's baseline and one tuned configuration, on every performance case: our median
@@ -22,17 +22,15 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from harness_tools import candidate as candidates  # noqa: E402
-from harness_tools.backends import create_backend  # noqa: E402
-from harness_tools.check.inputs import draw_inputs, scalar_arguments  # noqa: E402
-from harness_tools.compile import compile_candidate  # noqa: E402
-from harness_tools.evaluate import EvaluationConfig, evaluate  # noqa: E402
-from harness_tools.task.expressions import evaluate as expr  # noqa: E402
-from harness_tools.task.spec import ScalarParam, bundled_task_names, resolve_task  # noqa: E402
+from harness_tools.backends import create_backend
+from harness_tools.check.inputs import draw_inputs, scalar_arguments
+from harness_tools.compile import compile_candidate
+from harness_tools.evaluation import EvaluationConfig, evaluate
+from harness_tools.task import candidate as candidates
+from harness_tools.task.expressions import evaluate_expression as expr
+from harness_tools.task.spec import ScalarParam, bundled_task_names, resolve_task
 
 # A known-good configuration per task for the "tuned" rows (else: the first valid one).
 PRESETS = {"sgemm": {"BM": 128, "BN": 64, "BK": 8, "TM": 8, "TN": 8, "MINB": 2, "WIDE_MIN": -1}}

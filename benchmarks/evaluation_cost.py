@@ -1,6 +1,6 @@
 """Where the time of one evaluation goes, per engine stage (issue 5: time per tuned configuration).
 
-    python benchmarks/evaluation_cost.py [--reps 30] [--warmup 3]      # on a GPU host
+    python -m benchmarks.evaluation_cost [--reps 30] [--warmup 3]      # on a GPU host
 
 Direct ``evaluate()`` calls on the cuda backend, one seed: three sgemm configurations of the tunable kernel
 and each other task's baseline twice. The first evaluation of a seed also draws the inputs and computes the
@@ -12,16 +12,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from harness_tools import candidate as candidates  # noqa: E402
-from harness_tools.backends import create_backend  # noqa: E402
-from harness_tools.evaluate import EvaluationConfig, evaluate  # noqa: E402
-from harness_tools.run.timing import TimingPlan  # noqa: E402
-from harness_tools.task.spec import resolve_task  # noqa: E402
+from harness_tools.backends import create_backend
+from harness_tools.evaluation import EvaluationConfig, evaluate
+from harness_tools.run.timing import TimingPlan
+from harness_tools.task import candidate as candidates
+from harness_tools.task.spec import resolve_task
 
 SGEMM = [{"BM": 64, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 2, "WIDE_MIN": -1},
          {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1, "WIDE_MIN": 128},

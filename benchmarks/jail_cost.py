@@ -1,6 +1,6 @@
 """What the jail costs: the same evaluations with the jail on and off, side by side in one run.
 
-    python benchmarks/jail_cost.py [--backend cuda] [--rounds 3] [--evals 3]
+    python -m benchmarks.jail_cost [--backend cuda] [--rounds 3] [--evals 3]
 
 Each round starts one fresh process per mode (``CUDAOPT_JAIL=auto`` and ``off``, in alternating order, so
 drift on a noisy machine hits both), each with an empty kernel cache of its own: it starts a backend (the worker and, on first compile, the NVRTC
@@ -23,15 +23,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 TUNED = {"sgemm": {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1, "WIDE_MIN": 128},
          "reduce_sum": None, "softmax_rows": None, "transpose": None}
 
 
 def child(backend_name: str, evals: int, reps: int) -> dict:
     from harness_tools.backends import create_backend
-    from harness_tools.evaluate import EvaluationConfig, evaluate
+    from harness_tools.evaluation import EvaluationConfig, evaluate
     from harness_tools.run import jail
     from harness_tools.run.timing import TimingPlan
     from harness_tools.task import candidate as candidates
@@ -84,11 +82,11 @@ def main() -> int:
     runs: dict[str, list[dict]] = {"auto": [], "off": []}
     for r in range(args.rounds):
         for mode in (("auto", "off") if r % 2 == 0 else ("off", "auto")):
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--backend", args.backend,
+            cmd = [sys.executable, "-m", "benchmarks.jail_cost", "--child", "--backend", args.backend,
                    "--evals", str(args.evals), "--reps", str(args.reps)]
             with tempfile.TemporaryDirectory(prefix="jail-cost-cache-") as cache:  # every run builds its own kernels
                 env = dict(os.environ, CUDAOPT_JAIL=mode, CUDAOPT_CACHE_DIR=cache)
-                out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+                out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, cwd=ROOT)
             if out.returncode != 0:
                 print(out.stderr[-3000:], file=sys.stderr)
                 return 1

@@ -1,6 +1,6 @@
 """MCP overhead: `evaluate` through the MCP server (a real stdio subprocess) against a direct engine call.
 
-    python benchmarks/mcp_overhead.py [--backend cuda] [--repeats 3] [--tasks ...]
+    python -m benchmarks.mcp_overhead [--backend cuda] [--repeats 3] [--tasks ...]
 
 Both paths evaluate each task's baseline on the same backend with the same seed (so both oracles are
 cached after the first call, which is dropped as warm-up). Wall time of the direct `evaluate()` call is
@@ -19,15 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import anyio
+from mcp import Client, StdioServerParameters
 
-import anyio  # noqa: E402
-from mcp import Client, StdioServerParameters  # noqa: E402
-
-from harness_tools import candidate as candidates  # noqa: E402
-from harness_tools.backends import create_backend  # noqa: E402
-from harness_tools.evaluate import EvaluationConfig, evaluate  # noqa: E402
-from harness_tools.task.spec import bundled_task_names, resolve_task  # noqa: E402
+from harness_tools.backends import create_backend
+from harness_tools.evaluation import EvaluationConfig, evaluate
+from harness_tools.task import candidate as candidates
+from harness_tools.task.spec import bundled_task_names, resolve_task
 
 SEED = 20261129
 

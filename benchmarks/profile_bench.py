@@ -1,6 +1,6 @@
 """Nsight Compute against our event timings, and what a profile costs (issue 6).
 
-    python benchmarks/profile_bench.py [--tasks ...] [--out DIR]      # on a GPU host with ncu
+    python -m benchmarks.profile_bench [--tasks ...] [--out DIR]      # on a GPU host with ncu
 
 For each bundled task's baseline and one tuned configuration: our engine times the first performance
 case (CUDA events, L2 flushed, 10 + 100 launches, median) and ``profile`` runs Nsight Compute on a warm
@@ -22,17 +22,14 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from harness_tools import candidate as candidates  # noqa: E402
-from harness_tools.backends import create_backend  # noqa: E402
-from harness_tools.evaluate import EvaluationConfig, evaluate  # noqa: E402
-from harness_tools.inspect.launcher import find_tool, launcher_command, prepare_request, run_wrapped  # noqa: E402
-from harness_tools.inspect.ncu_csv import parse_raw_csv  # noqa: E402
-from harness_tools.inspect.profile import WARM_LAUNCHES, profile_candidate  # noqa: E402
-from harness_tools.run.timing import TimingPlan  # noqa: E402
-from harness_tools.task.spec import bundled_task_names, resolve_task  # noqa: E402
+from harness_tools.backends import create_backend
+from harness_tools.evaluation import EvaluationConfig, evaluate
+from harness_tools.inspect.launcher import find_tool, launcher_command, prepare_request, run_wrapped
+from harness_tools.inspect.ncu_csv import parse_raw_csv
+from harness_tools.inspect.profile import WARM_LAUNCHES, profile_candidate
+from harness_tools.run.timing import TimingPlan
+from harness_tools.task import candidate as candidates
+from harness_tools.task.spec import bundled_task_names, resolve_task
 
 DURATION_LAUNCHES = 20
 

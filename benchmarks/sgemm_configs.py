@@ -1,6 +1,6 @@
 """sgemm configurations, in or outside the tuner's space, as fractions of cuBLAS per shape (issue 5).
 
-    python benchmarks/sgemm_configs.py [--config BM=128,BN=256,BK=8,TM=8,TN=16,MINB=1 ...]   # on a GPU host
+    python -m benchmarks.sgemm_configs [--config BM=128,BN=256,BK=8,TM=8,TN=16,MINB=1 ...]   # on a GPU host
 
 Each configuration of the task's tunable kernel goes through the engine like any candidate (validation
 cases against the float64 oracle, then the performance cases: 10 + 100 launches, L2 evicted, CUDA events),
@@ -13,19 +13,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from tuner_bench import cublas_tflops  # noqa: E402
-
-from harness_tools import candidate as candidates  # noqa: E402
-from harness_tools.backends import create_backend  # noqa: E402
-from harness_tools.evaluate import EvaluationConfig, evaluate  # noqa: E402
-from harness_tools.run.timing import geomean  # noqa: E402
-from harness_tools.task.spec import resolve_task  # noqa: E402
+from benchmarks.tuner_bench import cublas_tflops
+from harness_tools.backends import create_backend
+from harness_tools.evaluation import EvaluationConfig, evaluate
+from harness_tools.run.timing import geomean
+from harness_tools.task import candidate as candidates
+from harness_tools.task.spec import resolve_task
 
 DEFAULT = ["BM=128,BN=128,BK=16,TM=8,TN=8,MINB=1,WIDE_MIN=-1", "BM=128,BN=128,BK=8,TM=8,TN=8,MINB=1,WIDE_MIN=0",
            "BM=128,BN=128,BK=8,TM=8,TN=8,MINB=1,WIDE_MIN=128", "BM=128,BN=128,BK=16,TM=8,TN=8,MINB=1,WIDE_MIN=128",

@@ -1,7 +1,7 @@
 """The tuner on the bundled tasks, against cuBLAS, copy bandwidth and Kernel Tuner (issue 5).
 
-    python benchmarks/tuner_bench.py --tasks sgemm --kernel-tuner --out DIR     # on a GPU host
-    python benchmarks/tuner_bench.py --tasks transpose --backend cpu --iterations 3 --out DIR   # a dry run
+    python -m benchmarks.tuner_bench --tasks sgemm --kernel-tuner --out DIR     # on a GPU host
+    python -m benchmarks.tuner_bench --tasks transpose --backend cpu --iterations 3 --out DIR   # a dry run
 
 For each task it runs ``cudaopt optimize TASK --proposer tuner`` (the real CLI, through a stdio MCP
 server) with a budget of every valid configuration, so the tuner goes exhaustive: that gives the
@@ -22,12 +22,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from harness_tools import candidate as candidates  # noqa: E402
-from harness_tools.task.expressions import evaluate  # noqa: E402
-from harness_tools.task.spec import resolve_task  # noqa: E402
-from harness_tools.task.tunable_space import TunableSpace  # noqa: E402
+from harness_tools.task import candidate as candidates
+from harness_tools.task.expressions import evaluate_expression
+from harness_tools.task.spec import resolve_task
+from harness_tools.task.tunable_space import TunableSpace
 
 SEED = 20261129
 
@@ -130,7 +129,7 @@ def kernel_tuner_problem(shape: dict[str, int], seed: int = SEED, verify: bool =
     def restriction(p) -> bool:  # our constraints, and the block size they imply
         config = {k: p[k] for k in tun.params}
         return (p["block_size_x"] == (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
-                and all(evaluate(c, config) for c in tun.constraints)
+                and all(evaluate_expression(c, config) for c in tun.constraints)
                 and kt_can_launch(config, [shape])
                 and (allowed is None or tuple(sorted(config.items())) in allowed))
 
@@ -248,7 +247,7 @@ def main() -> int:
             spec = resolve_task(task).spec
             if spec.metrics and spec.metrics.bytes is not None and task != "sgemm":
                 for case in spec.cases_for(["performance"], "cuda"):
-                    nbytes = int(evaluate(spec.metrics.bytes, case.sizes))
+                    nbytes = int(evaluate_expression(spec.metrics.bytes, case.sizes))
                     extra.setdefault("same_size_copy_gbps", {})[f"{task}/{case.name}"] = same_size_copy_gbps(nbytes)
         (args.out / "reference_points.json").write_text(json.dumps(extra, indent=1))
     for task in args.tasks:

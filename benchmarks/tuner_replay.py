@@ -1,6 +1,6 @@
 """Evaluations needed to come within 3 % of the exhaustive best, replayed offline from measured tables.
 
-    python benchmarks/tuner_replay.py DIR [--budget 60] [--seeds 20] [--kernel-tuner]
+    python -m benchmarks.tuner_replay DIR [--budget 60] [--seeds 20] [--kernel-tuner]
 
 DIR holds what ``tuner_bench.py`` wrote on the GPU: ``tuner_<task>.json`` (every valid configuration
 measured by our exhaustive run) and, for sgemm, Kernel Tuner's cache files ``kt_sgemm_<MxNxK>.json``
@@ -22,13 +22,10 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from cudaopt_mcp.client.proposal import Attempt, NoProposal, ProposalContext, ProposerSettings  # noqa: E402
-from cudaopt_mcp.client.proposers import create_proposer  # noqa: E402
-from cudaopt_mcp.service.views import task_summary  # noqa: E402
-from harness_tools.task.spec import resolve_task  # noqa: E402
+from cudaopt_mcp.client.proposal import Attempt, NoProposal, ProposalContext, ProposerSettings
+from cudaopt_mcp.client.proposers import create_proposer
+from cudaopt_mcp.service.views import task_summary
+from harness_tools.task.spec import resolve_task
 
 Key = tuple[tuple[str, int], ...]
 
@@ -98,9 +95,8 @@ def our_strategies(task: str, table: dict[Key, float], budget: int, seeds: int, 
 
 
 def kernel_tuner_strategies(folder: Path, budget: int, seeds: int) -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     from kernel_tuner import tune_kernel
-    from tuner_bench import kernel_tuner_problem  # noqa: E402
+    from tuner_bench import kernel_tuner_problem
 
     for cache in sorted(folder.glob("kt_sgemm_*.json")):
         shape = cache.stem.removeprefix("kt_sgemm_")

@@ -34,7 +34,7 @@ from cudaopt_mcp.service.export import export_best
 from cudaopt_mcp.service.progress import Progress, no_progress
 from cudaopt_mcp.service.runs import ARTIFACT, BestRecord, atomic_write
 from cudaopt_mcp.service.state import ServerState
-from harness_tools.evaluate import (
+from harness_tools.evaluation import (
     MIN_CASE_S,
     EvaluationConfig,
     EvaluationResult,

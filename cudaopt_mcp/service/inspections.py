@@ -12,10 +12,10 @@ import shutil
 
 from cudaopt_mcp.api import ProfileOutput, SanitizeOutput
 from cudaopt_mcp.service import views as S
-from cudaopt_mcp.service.runs import atomic_write
-from cudaopt_mcp.service.state import ServerState
 from cudaopt_mcp.service.candidates import load_candidate
 from cudaopt_mcp.service.progress import Progress, no_progress
+from cudaopt_mcp.service.runs import atomic_write
+from cudaopt_mcp.service.state import ServerState
 from harness_tools.backends import backend_traits
 from harness_tools.inspect.profile import ProfileResult, profile_candidate
 from harness_tools.inspect.sanitize import SanitizeResult, SanitizerTool, sanitize_candidate

@@ -10,7 +10,7 @@ import subprocess
 import numpy as np
 from pydantic import BaseModel
 
-from harness_tools import __version__
+from harness_tools.version import __version__
 from harness_tools.backends.contract import DeviceInfo
 
 

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from pydantic import BaseModel
 
-from harness_tools.task.expressions import evaluate
+from harness_tools.task.expressions import evaluate_expression
 from harness_tools.task.spec import Tolerance
 
 
@@ -47,7 +47,7 @@ def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: T
             sizes: dict[str, int]) -> OutputComparison:
     if output.shape != reference.shape:
         raise ValueError(f"{buffer}: output shape {output.shape} differs from reference shape {reference.shape}")
-    atol = float(evaluate(tolerance.atol, sizes))
+    atol = float(evaluate_expression(tolerance.atol, sizes))
     rtol = float(tolerance.rtol)
     got_all, ref_all = output.reshape(-1), reference.reshape(-1)
     starts = list(range(0, got_all.size, CHUNK))

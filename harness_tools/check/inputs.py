@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from harness_tools.backends.contract import TAIL_BYTES
-from harness_tools.task.expressions import evaluate
+from harness_tools.task.expressions import evaluate_expression
 from harness_tools.task.spec import (
     BufferParam,
     Case,
@@ -130,7 +130,7 @@ def scalar_arguments(spec: TaskSpec, sizes: dict[str, int]) -> dict[str, int | f
     values: dict[str, int | float] = {}
     for p in spec.params:
         if isinstance(p, ScalarParam):
-            v = evaluate(p.value, sizes)
+            v = evaluate_expression(p.value, sizes)
             if not is_float(p.dtype):
                 info = np.iinfo(numpy_dtype(p.dtype))
                 if not info.min <= int(v) <= info.max:

@@ -102,7 +102,7 @@ class ProfileSummary(BaseModel):
         return "\n".join(line for line in _text_lines(self) if line)
 
 
-def summarize(raw_text: str, details_text: str | None, *, flops: float | None = None, bytes_moved: float | None = None,
+def summarize_profile(raw_text: str, details_text: str | None, *, flops: float | None = None, bytes_moved: float | None = None,
               ceilings: Ceilings | None = None, kernel: int = 0) -> ProfileSummary:
     """Summarise kernel row ``kernel`` of the raw page; ``flops``/``bytes_moved`` are the task's counts for the
     profiled case (e.g. 2*M*N*K), used for the roofline in place of what ncu counted."""

@@ -21,10 +21,10 @@ from pydantic import BaseModel, Field
 
 from harness_tools.errors import ProfileParseError
 from harness_tools.inspect.launcher import find_tool, launcher_command, pick_case, prepare_request, run_wrapped
-from harness_tools.inspect.ncu_summary import Ceilings, ProfileSummary, summarize
+from harness_tools.inspect.ncu_summary import Ceilings, ProfileSummary, summarize_profile
 from harness_tools.run.timing import TimingPlan
 from harness_tools.task.candidate import Candidate
-from harness_tools.task.expressions import evaluate
+from harness_tools.task.expressions import evaluate_expression
 from harness_tools.task.spec import Task
 
 WARM_LAUNCHES = 3  # skipped before the profiled one: the checked launch, then warm-ups
@@ -87,10 +87,10 @@ def profile_candidate(task: Task, candidate: Candidate, arch: str, folder: Path,
         (folder / f"profile.{page}.csv").write_text(out.stdout)
     sizes = case.sizes
     metrics = task.spec.metrics
-    flops = float(evaluate(metrics.flops, sizes)) if metrics and metrics.flops is not None else None
-    moved = float(evaluate(metrics.bytes, sizes)) if metrics and metrics.bytes is not None else None
+    flops = float(evaluate_expression(metrics.flops, sizes)) if metrics and metrics.flops is not None else None
+    moved = float(evaluate_expression(metrics.bytes, sizes)) if metrics and metrics.bytes is not None else None
     try:
-        result.summary = summarize(pages["raw"], pages["details"], flops=flops, bytes_moved=moved, ceilings=ceilings)
+        result.summary = summarize_profile(pages["raw"], pages["details"], flops=flops, bytes_moved=moved, ceilings=ceilings)
     except ProfileParseError as exc:
         result.status, result.message = "failed", f"could not read the ncu report: {exc}"
         return result

@@ -71,7 +71,7 @@ _COMPARE = {
 }
 
 
-def evaluate(expression: str | Number, variables: Mapping[str, Number]) -> Number:
+def evaluate_expression(expression: str | Number, variables: Mapping[str, Number]) -> Number:
     """Evaluate ``expression`` with ``variables``; numbers pass through unchanged."""
     if isinstance(expression, bool):
         raise ExpressionError(f"expected a number or an expression, got {expression!r}")
@@ -146,7 +146,7 @@ def _depth(root: ast.AST) -> int:
 
 def evaluate_int(expression: str | Number, variables: Mapping[str, Number]) -> int:
     """Evaluate to an integer; a non-integral result is an error, not a silent truncation."""
-    value = evaluate(expression, variables)
+    value = evaluate_expression(expression, variables)
     if isinstance(value, float):
         if not value.is_integer():
             raise ExpressionError(f"{expression!r} = {value} is not an integer")

@@ -507,7 +507,7 @@ def _check_expressions(spec: TaskSpec, source: str) -> None:
                         raise ExpressionError(f"shape {shape} has a non-positive dimension")
                     total += buffer_bytes(p, shape)
                 else:
-                    value = expressions.evaluate(p.value, case.sizes)
+                    value = expressions.evaluate_expression(p.value, case.sizes)
                     if not is_float(p.dtype):
                         info = np.iinfo(numpy_dtype(p.dtype))
                         if not info.min <= value <= info.max:
@@ -522,7 +522,7 @@ def _check_expressions(spec: TaskSpec, source: str) -> None:
                 e = getattr(spec.metrics, field)
                 if e is not None:
                     try:
-                        expressions.evaluate(e, case.sizes)
+                        expressions.evaluate_expression(e, case.sizes)
                     except ExpressionError as exc:
                         raise TaskSpecError(source, f"metrics.{field}", str(exc)) from None
 

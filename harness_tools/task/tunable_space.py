@@ -12,7 +12,7 @@ import random
 from collections.abc import Mapping
 
 from harness_tools.errors import ExpressionError
-from harness_tools.task.expressions import evaluate, names_in
+from harness_tools.task.expressions import evaluate_expression, names_in
 
 Config = tuple[int, ...]
 
@@ -68,7 +68,7 @@ class TunableSpace:
 
     def _holds(self, index: int, variables: Mapping[str, int]) -> bool:
         # Memoised on the values of the names the constraint uses: most constraints use few of them, and
-        # evaluate() parses its expression on every call.
+        # evaluate_expression() parses its expression on every call.
         refs = self._refs[index]
         if refs is None:
             return False
@@ -78,7 +78,7 @@ class TunableSpace:
             return self._memo[memo_key]
         constraint = self.constraints[index]
         try:
-            holds = bool(evaluate(constraint, dict(zip(refs, values))))
+            holds = bool(evaluate_expression(constraint, dict(zip(refs, values))))
         except ExpressionError as exc:
             self.problems.setdefault(constraint, str(exc))
             holds = False

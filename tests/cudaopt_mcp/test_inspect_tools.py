@@ -13,7 +13,7 @@ from mcp import Client
 
 from cudaopt_mcp.server.app import build_server
 from cudaopt_mcp.service.state import ServerConfig
-from harness_tools.inspect.ncu_summary import summarize
+from harness_tools.inspect.ncu_summary import summarize_profile
 from harness_tools.inspect.profile import ProfileResult
 from tests.transpose_kernels import OOB_WRITE, RACY_TRANSPOSE, TILE_LOAD_LINE, TILE_STORE_LINE, TILED_LAUNCH
 
@@ -64,7 +64,7 @@ def test_the_prompt_shows_the_best_candidates_profile(tmp_path):
             assert (await c.call_tool("evaluate", {"run_id": run_id})).structured_content["new_best"]
             # what `profile` stores on a GPU host, here from the H200 capture of the same baseline
             raw, details = ((FIXTURES / f"transpose_baseline.{p}.csv").read_text() for p in ("raw", "details"))
-            record = ProfileResult(status="ok", case="perf_8192x8192", summary=summarize(raw, details),
+            record = ProfileResult(status="ok", case="perf_8192x8192", summary=summarize_profile(raw, details),
                                    report_file="profile.ncu-rep")
             (results / run_id / "candidates" / "c0001" / "profile.json").write_text(record.model_dump_json())
             prompt = await c.get_prompt("optimize", {"run_id": run_id, "mode": "reply"})

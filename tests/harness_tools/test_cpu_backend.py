@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness_tools.backends.cpu.translate import unsupported
-from harness_tools.evaluate import EvaluationConfig, evaluate
+from harness_tools.evaluation import EvaluationConfig, evaluate
 from harness_tools.task import candidate as candidates
 from harness_tools.task.spec import LaunchSpec, bundled_task_names, resolve_task
 from tests.transpose_kernels import GOOD_TRANSPOSE, OOB_WRITE
@@ -93,7 +93,7 @@ def test_a_tuned_kernel_of_every_task_passes_on_cpu(cpu_backend, name):
     task = resolve_task(name)
     from itertools import product
 
-    from harness_tools.task.expressions import evaluate as expr
+    from harness_tools.task.expressions import evaluate_expression as expr
 
     tun = task.spec.tunables
     names = list(tun.params)

@@ -15,7 +15,7 @@ import pytest
 from harness_tools.backends.contract import ArgSpec, CaseRequest
 from harness_tools.backends.cpu.tsan_report import Regions, describe, parse_races, parse_regions, parse_status
 from harness_tools.errors import BackendError
-from harness_tools.evaluate import EvaluationConfig, evaluate
+from harness_tools.evaluation import EvaluationConfig, evaluate
 from harness_tools.task import candidate as candidates
 from harness_tools.task.spec import LaunchSpec, resolve_task
 from tests.transpose_kernels import TILE_LOAD_LINE, TILE_STORE_LINE, TILED_LAUNCH, TILED_TRANSPOSE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness_tools.evaluate import EvaluationConfig, evaluate
+from harness_tools.evaluation import EvaluationConfig, evaluate
 from harness_tools.run.timing import TimingPlan
 from harness_tools.task import candidate as candidates
 from harness_tools.task.spec import bundled_task_names, resolve_task

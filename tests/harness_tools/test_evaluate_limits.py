@@ -12,7 +12,7 @@ import pytest
 from harness_tools.backends.contract import DeviceInfo
 from harness_tools.check.inputs import available_host_bytes, case_footprint
 from harness_tools.errors import BackendError
-from harness_tools.evaluate import EvaluationConfig, check_memory, evaluate
+from harness_tools.evaluation import EvaluationConfig, check_memory, evaluate
 from harness_tools.task import candidate as candidates
 from harness_tools.task.spec import load_task, resolve_task
 from tests.harness_tools.test_spec import GOOD, make_task

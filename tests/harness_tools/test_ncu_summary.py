@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness_tools.errors import HarnessError, ProfileParseError
-from harness_tools.inspect.ncu_summary import Ceilings, parse_details_csv, parse_raw_csv, summarize
+from harness_tools.inspect.ncu_summary import Ceilings, parse_details_csv, parse_raw_csv, summarize_profile
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 CASES = sorted(p.name.removesuffix(".raw.csv") for p in FIXTURES.glob("*.raw.csv"))
@@ -23,7 +23,7 @@ def pages(case: str) -> tuple[str, str]:
 
 
 def summary(case: str, **counts):
-    return summarize(*pages(case), **counts)
+    return summarize_profile(*pages(case), **counts)
 
 
 def raw_without(case: str, drop: set[str], blank: tuple[str, ...] = ()) -> str:
@@ -138,7 +138,7 @@ def test_rules_are_the_three_biggest_estimated_speedups_with_short_advice():
         ("HighPipeUtilization", 96.77), ("UncoalescedGlobalAccess", 77.32), ("MemoryCacheAccessPattern", 45.93)]
     assert all(len(r.advice) <= 300 for r in rules)
     assert rules[1].advice.startswith("This kernel has uncoalesced global accesses")
-    assert summarize(pages("transpose_baseline")[0], None).rules == []
+    assert summarize_profile(pages("transpose_baseline")[0], None).rules == []
 
 
 def test_raw_page_keeps_numbers_text_units_and_gaps():
@@ -159,7 +159,7 @@ def test_details_page_separates_metrics_from_rules():
     assert "limited by the number of required registers" in occupancy.description
 
 
-@pytest.mark.parametrize("parse", [parse_raw_csv, parse_details_csv, lambda text: summarize(text, None)])
+@pytest.mark.parametrize("parse", [parse_raw_csv, parse_details_csv, lambda text: summarize_profile(text, None)])
 def test_an_ncu_error_message_is_refused_with_its_first_line(parse):
     with pytest.raises(ProfileParseError) as caught:
         parse(PERMISSION + "\n==PROF== Disconnected from process 1487\n")
@@ -174,7 +174,7 @@ def test_other_non_profiles_are_refused():
     with pytest.raises(ProfileParseError, match="--page details"):
         parse_details_csv(raw)
     with pytest.raises(ProfileParseError, match="kernel=1"):
-        summarize(raw, details, kernel=1)
+        summarize_profile(raw, details, kernel=1)
 
 
 def test_a_page_of_several_kernels_is_read_per_kernel():
@@ -184,14 +184,14 @@ def test_a_page_of_several_kernels_is_read_per_kernel():
     details = transpose_details.rstrip("\n") + "\n" + "\n".join(
         line.replace('"0"', '"1"', 1) for line in tuned_details.splitlines()[1:]) + "\n"
     assert [k["Kernel Name"].value for k in parse_raw_csv(raw)] == ["transpose", "sgemm"]
-    second = summarize(raw, details, kernel=1)
+    second = summarize_profile(raw, details, kernel=1)
     assert (second.kernel, second.bound, second.rules[0].name) == ("sgemm", "compute", "TheoreticalOccupancy")
-    assert summarize(raw, details).rules == summary("transpose_baseline").rules
+    assert summarize_profile(raw, details).rules == summary("transpose_baseline").rules
 
 
 def test_ncu_log_lines_before_the_csv_are_skipped():
     raw = pages("reduce_sum_baseline")[0]
-    assert summarize("==PROF== Connected to process 1487\n" + raw, None).kernel == "reduce_sum"
+    assert summarize_profile("==PROF== Connected to process 1487\n" + raw, None).kernel == "reduce_sum"
 
 
 def test_missing_metrics_give_none_not_guesses():
@@ -199,7 +199,7 @@ def test_missing_metrics_give_none_not_guesses():
             "launch__occupancy_limit_blocks", "launch__occupancy_limit_barriers", "dram__bytes.sum.peak_sustained",
             "lts__t_sector_hit_rate.pct", "smsp__average_warp_latency_per_inst_issued.ratio"}
     raw = raw_without("sgemm_tuned", gone, blank=("gpu__time_duration.sum", "launch__registers_per_thread"))
-    s = summarize(raw, None, flops=SGEMM_FLOPS)
+    s = summarize_profile(raw, None, flops=SGEMM_FLOPS)
     assert (s.duration_us, s.occupancy.registers_per_thread, s.l2_hit_pct) == (None, None, None)
     assert (s.occupancy.limiters, s.occupancy.blocks_per_sm) == ([], None)
     r = s.roofline

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from harness_tools.evaluate import EvaluationConfig, evaluate
+from harness_tools.evaluation import EvaluationConfig, evaluate
 from harness_tools.task import candidate as candidates
 from harness_tools.task.spec import load_task
 

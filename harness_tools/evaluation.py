@@ -41,7 +41,7 @@ from harness_tools.errors import BackendError, CandidateError
 from harness_tools.run.scratch import scratch_dir
 from harness_tools.run.timing import TimingPlan, TimingStats, geomean
 from harness_tools.task.candidate import Candidate
-from harness_tools.task.expressions import evaluate as evaluate_expression
+from harness_tools.task.expressions import evaluate_expression
 from harness_tools.task.spec import Case, Task
 
 CaseStatus = Literal["passed", "mismatch", "run_error", "corrupted", "race", "skipped"]
