@@ -28,7 +28,8 @@ def main() -> int:
     from harness_tools.backends import create_backend
     from harness_tools.evaluation import EvaluationConfig, evaluate
     from harness_tools.task import candidate as candidates
-    from harness_tools.task.spec import Case, bundled_task_names, resolve_task
+    from harness_tools.task.loading import bundled_task_names, resolve_task
+    from harness_tools.task.spec import Case
 
     start = time.perf_counter()
     backend = create_backend("cpu")

@@ -30,7 +30,8 @@ from harness_tools.compile import compile_candidate
 from harness_tools.evaluation import EvaluationConfig, evaluate
 from harness_tools.task import candidate as candidates
 from harness_tools.task.expressions import evaluate_expression as expr
-from harness_tools.task.spec import ScalarParam, bundled_task_names, resolve_task
+from harness_tools.task.loading import bundled_task_names, resolve_task
+from harness_tools.task.spec import ScalarParam
 
 # A known-good configuration per task for the "tuned" rows (else: the first valid one).
 PRESETS = {"sgemm": {"BM": 128, "BN": 64, "BK": 8, "TM": 8, "TN": 8, "MINB": 2, "WIDE_MIN": -1}}

@@ -33,7 +33,7 @@ def child(backend_name: str, evals: int, reps: int) -> dict:
     from harness_tools.run import jail
     from harness_tools.run.timing import TimingPlan
     from harness_tools.task import candidate as candidates
-    from harness_tools.task.spec import resolve_task
+    from harness_tools.task.loading import resolve_task
 
     out: dict = {"jail": jail.status().active}
     started = time.perf_counter()

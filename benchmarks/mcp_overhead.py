@@ -25,7 +25,7 @@ from mcp import Client, StdioServerParameters
 from harness_tools.backends import create_backend
 from harness_tools.evaluation import EvaluationConfig, evaluate
 from harness_tools.task import candidate as candidates
-from harness_tools.task.spec import bundled_task_names, resolve_task
+from harness_tools.task.loading import bundled_task_names, resolve_task
 
 SEED = 20261129
 

@@ -29,7 +29,7 @@ from harness_tools.inspect.ncu_csv import parse_raw_csv
 from harness_tools.inspect.profile import WARM_LAUNCHES, profile_candidate
 from harness_tools.run.timing import TimingPlan
 from harness_tools.task import candidate as candidates
-from harness_tools.task.spec import bundled_task_names, resolve_task
+from harness_tools.task.loading import bundled_task_names, resolve_task
 
 DURATION_LAUNCHES = 20
 

@@ -25,9 +25,9 @@ from harness_tools.version import __version__
 _FACE = {
     "HarnessError": "harness_tools.errors",
     "Task": "harness_tools.task.spec",
-    "load_task": "harness_tools.task.spec",
-    "resolve_task": "harness_tools.task.spec",
-    "bundled_task_names": "harness_tools.task.spec",
+    "load_task": "harness_tools.task.loading",
+    "resolve_task": "harness_tools.task.loading",
+    "bundled_task_names": "harness_tools.task.loading",
     "Candidate": "harness_tools.task.candidate",
     "baseline": "harness_tools.task.candidate",
     "TimingPlan": "harness_tools.run.timing",
@@ -42,7 +42,27 @@ _FACE = {
     "profile_candidate": "harness_tools.inspect.profile",
     "sanitize_candidate": "harness_tools.inspect.sanitize",
 }
-__all__ = ["__version__", *_FACE]
+__all__ = [
+    "__version__",
+    "HarnessError",
+    "Task",
+    "load_task",
+    "resolve_task",
+    "bundled_task_names",
+    "Candidate",
+    "baseline",
+    "TimingPlan",
+    "compile_candidate",
+    "CompileResult",
+    "create_backend",
+    "available_backends",
+    "backend_traits",
+    "evaluate",
+    "EvaluationConfig",
+    "EvaluationResult",
+    "profile_candidate",
+    "sanitize_candidate",
+]
 
 if TYPE_CHECKING:
     from harness_tools.backends import available_backends, backend_traits, create_backend
@@ -53,7 +73,8 @@ if TYPE_CHECKING:
     from harness_tools.inspect.sanitize import sanitize_candidate
     from harness_tools.run.timing import TimingPlan
     from harness_tools.task.candidate import Candidate, baseline
-    from harness_tools.task.spec import Task, bundled_task_names, load_task, resolve_task
+    from harness_tools.task.loading import bundled_task_names, load_task, resolve_task
+    from harness_tools.task.spec import Task
 
 
 def __getattr__(name: str):

@@ -19,7 +19,8 @@ from harness_tools.errors import HarnessError
 from harness_tools.evaluation import EvaluationConfig, evaluate
 from harness_tools.run.timing import TimingPlan
 from harness_tools.task import candidate as candidates
-from harness_tools.task.spec import LaunchSpec, bundled_task_names, resolve_task
+from harness_tools.task.loading import bundled_task_names, resolve_task
+from harness_tools.task.spec import LaunchSpec
 
 log = logging.getLogger("cudaopt")
 

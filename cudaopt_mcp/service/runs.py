@@ -31,7 +31,8 @@ from pydantic import BaseModel, Field
 
 from cudaopt_mcp.errors import RunError
 from harness_tools.errors import HarnessError
-from harness_tools.task.spec import Task, load_task
+from harness_tools.task.loading import load_task
+from harness_tools.task.spec import Task
 
 
 class _Name:

@@ -10,8 +10,8 @@ import subprocess
 import numpy as np
 from pydantic import BaseModel
 
-from harness_tools.version import __version__
 from harness_tools.backends.contract import DeviceInfo
+from harness_tools.version import __version__
 
 
 class Clocks(BaseModel):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_tools.task.spec import BUNDLED_DIR
+from harness_tools.task.loading import BUNDLED_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import anyio
 
-from harness_tools.task.spec import BUNDLED_DIR
+from harness_tools.task.loading import BUNDLED_DIR
 from tests.cudaopt_mcp.test_mcp_server import call, client, text
 from tests.harness_tools.test_evaluate_limits import SPIN, big_task
 

@@ -11,7 +11,7 @@ from mcp import Client, MCPError
 
 from cudaopt_mcp.server.app import build_server
 from cudaopt_mcp.service.state import ServerConfig
-from harness_tools.task.spec import BUNDLED_DIR, resolve_task
+from harness_tools.task.loading import BUNDLED_DIR, resolve_task
 
 EXPECTED_TOOLS = {"list_tasks", "create_run", "list_runs", "get_run", "compile", "evaluate", "run", "compare", "time",
                   "profile", "sanitize", "history", "best", "start_evaluation", "job"}

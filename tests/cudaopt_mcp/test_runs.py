@@ -8,7 +8,7 @@ import pytest
 
 from cudaopt_mcp.errors import RunError
 from cudaopt_mcp.service.runs import BestRecord, RunStore
-from harness_tools.task.spec import resolve_task
+from harness_tools.task.loading import resolve_task
 
 
 @pytest.fixture

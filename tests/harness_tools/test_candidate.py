@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from harness_tools.errors import CandidateError
 from harness_tools.task import candidate as candidates
 from harness_tools.task.candidate import MAX_OPTIONS, Candidate
-from harness_tools.task.spec import MAX_DEFINES, MAX_SOURCE_BYTES, resolve_task
+from harness_tools.task.loading import resolve_task
+from harness_tools.task.spec import MAX_DEFINES, MAX_SOURCE_BYTES
 
 TRANSPOSE = resolve_task("transpose")
 SIZES = {"rows": 64, "cols": 96}

@@ -7,7 +7,8 @@ import pytest
 from harness_tools.backends.cpu.translate import unsupported
 from harness_tools.evaluation import EvaluationConfig, evaluate
 from harness_tools.task import candidate as candidates
-from harness_tools.task.spec import LaunchSpec, bundled_task_names, resolve_task
+from harness_tools.task.loading import bundled_task_names, resolve_task
+from harness_tools.task.spec import LaunchSpec
 from tests.transpose_kernels import GOOD_TRANSPOSE, OOB_WRITE
 
 # reduce_sum with dynamic shared memory, warp shuffles and one atomicAdd per block.
@@ -273,7 +274,7 @@ extern "C" __global__ void votes(float* out, int n) {
 def test_votes_in_a_partial_last_warp_count_only_existing_lanes(cpu_backend, tmp_path):
     import json
 
-    from harness_tools.task.spec import load_task
+    from harness_tools.task.loading import load_task
 
     (tmp_path / "votes.cu").write_text(VOTES)
     (tmp_path / "reference.py").write_text(

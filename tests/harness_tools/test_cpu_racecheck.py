@@ -17,7 +17,8 @@ from harness_tools.backends.cpu.tsan_report import Regions, describe, parse_race
 from harness_tools.errors import BackendError
 from harness_tools.evaluation import EvaluationConfig, evaluate
 from harness_tools.task import candidate as candidates
-from harness_tools.task.spec import LaunchSpec, resolve_task
+from harness_tools.task.loading import resolve_task
+from harness_tools.task.spec import LaunchSpec
 from tests.transpose_kernels import TILE_LOAD_LINE, TILE_STORE_LINE, TILED_LAUNCH, TILED_TRANSPOSE
 
 RACE_CHECK = EvaluationConfig(roles=["validation"], timeout_s=120, race_check=True)

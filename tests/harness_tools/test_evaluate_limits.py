@@ -14,7 +14,7 @@ from harness_tools.check.inputs import available_host_bytes, case_footprint
 from harness_tools.errors import BackendError
 from harness_tools.evaluation import EvaluationConfig, check_memory, evaluate
 from harness_tools.task import candidate as candidates
-from harness_tools.task.spec import load_task, resolve_task
+from harness_tools.task.loading import load_task, resolve_task
 from tests.harness_tools.test_spec import GOOD, make_task
 
 REFERENCE = """

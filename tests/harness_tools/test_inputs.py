@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness_tools.check.inputs import draw_inputs, reference_inputs, scalar_arguments
-from harness_tools.task.spec import spec_from_dict
+from harness_tools.task.loading import spec_from_dict
 
 SPEC = spec_from_dict({
     "name": "t", "description": "d", "kernel_name": "k", "sizes": ["n"],

@@ -13,7 +13,7 @@ import pytest
 from harness_tools.inspect.profile import INSTALL_HINT, PERMISSION_HINT, profile_candidate
 from harness_tools.inspect.sanitize import sanitize_cuda
 from harness_tools.task import candidate as candidates
-from harness_tools.task.spec import resolve_task
+from harness_tools.task.loading import resolve_task
 
 
 def fake_tool(tmp_path: Path, name: str, body: str) -> Path:

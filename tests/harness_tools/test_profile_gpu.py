@@ -7,7 +7,7 @@ import pytest
 from harness_tools.inspect.profile import profile_candidate
 from harness_tools.inspect.sanitize import sanitize_cuda
 from harness_tools.task import candidate as candidates
-from harness_tools.task.spec import bundled_task_names, resolve_task
+from harness_tools.task.loading import bundled_task_names, resolve_task
 from tests.transpose_kernels import OOB_LINE, OOB_READ, RACY_TRANSPOSE, TILE_LOAD_LINE, TILE_STORE_LINE, TILED_LAUNCH
 
 pytestmark = pytest.mark.gpu

@@ -9,7 +9,7 @@ import pytest
 
 from harness_tools.evaluation import EvaluationConfig, evaluate
 from harness_tools.task import candidate as candidates
-from harness_tools.task.spec import load_task
+from harness_tools.task.loading import load_task
 
 pytestmark = pytest.mark.gpu
 

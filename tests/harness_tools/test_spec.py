@@ -12,7 +12,8 @@ import pytest
 from harness_tools.compile import compile_candidate
 from harness_tools.errors import TaskSpecError
 from harness_tools.task.candidate import baseline
-from harness_tools.task.spec import BufferParam, bundled_task_names, load_task, resolve_task
+from harness_tools.task.loading import bundled_task_names, load_task, resolve_task
+from harness_tools.task.spec import BufferParam
 
 BASELINE_CU = """\
 extern "C" __global__ void scale(const float* x, float* y, int n) {

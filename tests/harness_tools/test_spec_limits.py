@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from harness_tools.errors import TaskSpecError
-from harness_tools.task.spec import MAX_CASES, MAX_TASK_FILE_BYTES, load_task, resolve_task, spec_from_dict
+from harness_tools.task.loading import load_task, resolve_task, spec_from_dict
+from harness_tools.task.spec import MAX_CASES, MAX_TASK_FILE_BYTES
 from tests.harness_tools.test_spec import GOOD, make_task
 
 
