@@ -25,10 +25,8 @@ def main() -> int:
     args = parser.parse_args()
     os.environ["CUDAOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="cudaopt-bench-cache-")
 
-    from harness_tools.backends import create_backend
-    from harness_tools.evaluation import EvaluationConfig, evaluate
+    from harness_tools import EvaluationConfig, bundled_task_names, create_backend, evaluate, resolve_task
     from harness_tools.task import candidate as candidates
-    from harness_tools.task.loading import bundled_task_names, resolve_task
     from harness_tools.task.spec import Case
 
     start = time.perf_counter()

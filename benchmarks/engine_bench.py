@@ -24,13 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness_tools.backends import create_backend
+from harness_tools import EvaluationConfig, bundled_task_names, compile_candidate, create_backend, evaluate, resolve_task
 from harness_tools.check.inputs import draw_inputs, scalar_arguments
-from harness_tools.compile import compile_candidate
-from harness_tools.evaluation import EvaluationConfig, evaluate
 from harness_tools.task import candidate as candidates
 from harness_tools.task.expressions import evaluate_expression as expr
-from harness_tools.task.loading import bundled_task_names, resolve_task
 from harness_tools.task.spec import ScalarParam
 
 # A known-good configuration per task for the "tuned" rows (else: the first valid one).

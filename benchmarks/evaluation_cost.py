@@ -13,11 +13,8 @@ import argparse
 import sys
 import time
 
-from harness_tools.backends import create_backend
-from harness_tools.evaluation import EvaluationConfig, evaluate
-from harness_tools.run.timing import TimingPlan
+from harness_tools import EvaluationConfig, TimingPlan, create_backend, evaluate, resolve_task
 from harness_tools.task import candidate as candidates
-from harness_tools.task.loading import resolve_task
 
 SGEMM = [{"BM": 64, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 2, "WIDE_MIN": -1},
          {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1, "WIDE_MIN": 128},

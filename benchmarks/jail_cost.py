@@ -28,12 +28,9 @@ TUNED = {"sgemm": {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1, 
 
 
 def child(backend_name: str, evals: int, reps: int) -> dict:
-    from harness_tools.backends import create_backend
-    from harness_tools.evaluation import EvaluationConfig, evaluate
+    from harness_tools import EvaluationConfig, TimingPlan, create_backend, evaluate, resolve_task
     from harness_tools.run import jail
-    from harness_tools.run.timing import TimingPlan
     from harness_tools.task import candidate as candidates
-    from harness_tools.task.loading import resolve_task
 
     out: dict = {"jail": jail.status().active}
     started = time.perf_counter()

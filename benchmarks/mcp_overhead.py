@@ -22,10 +22,8 @@ from pathlib import Path
 import anyio
 from mcp import Client, StdioServerParameters
 
-from harness_tools.backends import create_backend
-from harness_tools.evaluation import EvaluationConfig, evaluate
+from harness_tools import EvaluationConfig, bundled_task_names, create_backend, evaluate, resolve_task
 from harness_tools.task import candidate as candidates
-from harness_tools.task.loading import bundled_task_names, resolve_task
 
 SEED = 20261129
 

@@ -22,14 +22,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness_tools.backends import create_backend
-from harness_tools.evaluation import EvaluationConfig, evaluate
+from harness_tools import (
+    EvaluationConfig,
+    TimingPlan,
+    bundled_task_names,
+    create_backend,
+    evaluate,
+    profile_candidate,
+    resolve_task,
+)
 from harness_tools.inspect.launcher import find_tool, launcher_command, prepare_request, run_wrapped
 from harness_tools.inspect.ncu_csv import parse_raw_csv
-from harness_tools.inspect.profile import WARM_LAUNCHES, profile_candidate
-from harness_tools.run.timing import TimingPlan
+from harness_tools.inspect.profile import WARM_LAUNCHES
 from harness_tools.task import candidate as candidates
-from harness_tools.task.loading import bundled_task_names, resolve_task
 
 DURATION_LAUNCHES = 20
 

@@ -15,11 +15,9 @@ import argparse
 import sys
 
 from benchmarks.tuner_bench import cublas_tflops
-from harness_tools.backends import create_backend
-from harness_tools.evaluation import EvaluationConfig, evaluate
+from harness_tools import EvaluationConfig, create_backend, evaluate, resolve_task
 from harness_tools.run.timing import geomean
 from harness_tools.task import candidate as candidates
-from harness_tools.task.loading import resolve_task
 
 DEFAULT = ["BM=128,BN=128,BK=16,TM=8,TN=8,MINB=1,WIDE_MIN=-1", "BM=128,BN=128,BK=8,TM=8,TN=8,MINB=1,WIDE_MIN=0",
            "BM=128,BN=128,BK=8,TM=8,TN=8,MINB=1,WIDE_MIN=128", "BM=128,BN=128,BK=16,TM=8,TN=8,MINB=1,WIDE_MIN=128",

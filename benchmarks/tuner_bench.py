@@ -23,9 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+from harness_tools import resolve_task
 from harness_tools.task import candidate as candidates
 from harness_tools.task.expressions import evaluate_expression
-from harness_tools.task.loading import resolve_task
 from harness_tools.task.tunable_space import TunableSpace
 
 SEED = 20261129

@@ -25,7 +25,7 @@ from pathlib import Path
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, ProposalContext, ProposerSettings
 from cudaopt_mcp.client.proposers import create_proposer
 from cudaopt_mcp.service.views import task_summary
-from harness_tools.task.loading import resolve_task
+from harness_tools import resolve_task
 
 Key = tuple[tuple[str, int], ...]
 

@@ -15,7 +15,7 @@ The MCP adapter turns every one of them into a ``ToolError`` in one place
 
 from __future__ import annotations
 
-from harness_tools.errors import HarnessError
+from harness_tools import HarnessError
 
 
 class RunError(HarnessError):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from harness_tools import EvaluationResult
 from harness_tools.backends.contract import Access
-from harness_tools.evaluation import EvaluationResult
 
 RACES_SHOWN = 5
 

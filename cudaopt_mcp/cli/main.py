@@ -13,13 +13,18 @@ import sys
 from pathlib import Path
 
 from cudaopt_mcp.cli.eval_report import eval_table
-from harness_tools.backends import available_backends, create_backend
+from harness_tools import (
+    EvaluationConfig,
+    HarnessError,
+    TimingPlan,
+    available_backends,
+    bundled_task_names,
+    create_backend,
+    evaluate,
+    resolve_task,
+)
 from harness_tools.backends.cuda.backend import gpu_present
-from harness_tools.errors import HarnessError
-from harness_tools.evaluation import EvaluationConfig, evaluate
-from harness_tools.run.timing import TimingPlan
 from harness_tools.task import candidate as candidates
-from harness_tools.task.loading import bundled_task_names, resolve_task
 from harness_tools.task.spec import LaunchSpec
 
 log = logging.getLogger("cudaopt")

@@ -32,7 +32,7 @@ from cudaopt_mcp.server import jobs, prompts, resources, tools
 from cudaopt_mcp.server.options import add_serve_arguments, config_from_args
 from cudaopt_mcp.server.transports import is_loopback, serve_http
 from cudaopt_mcp.service.state import ServerConfig, ServerState
-from harness_tools.errors import HarnessError
+from harness_tools import HarnessError
 from harness_tools.run import jail
 
 log = logging.getLogger("cudaopt.mcp")

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from cudaopt_mcp.service.state import ServerConfig
-from harness_tools.backends import available_backends
+from harness_tools import available_backends
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ from mcp.types import CallToolResult, ResourceLink, TextContent, ToolAnnotations
 from pydantic import BaseModel, ValidationError
 
 from cudaopt_mcp.service.state import ServerState
-from harness_tools.errors import HarnessError
+from harness_tools import HarnessError
 
 REFUSALS = (HarnessError, ValidationError)  # bad input, unknown ids, unusable backends: the model can act on these
 

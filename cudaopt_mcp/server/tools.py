@@ -55,7 +55,7 @@ from cudaopt_mcp.service import candidates, evaluations, run_creation
 from cudaopt_mcp.service import inspections as inspect_steps
 from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
-from harness_tools.task.loading import bundled_task_names, resolve_task
+from harness_tools import bundled_task_names, resolve_task
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)

@@ -20,10 +20,8 @@ from cudaopt_mcp.errors import StepRefused
 from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.arguments import CandidateArgs
 from cudaopt_mcp.service.state import ServerState
-from harness_tools.compile import CompileResult, compile_candidate
+from harness_tools import Candidate, CompileResult, Task, compile_candidate
 from harness_tools.task import candidate as candidates
-from harness_tools.task.candidate import Candidate
-from harness_tools.task.spec import Task
 
 
 def build_candidate(task: Task, args: CandidateArgs) -> Candidate:

@@ -34,6 +34,7 @@ from cudaopt_mcp.service.export import export_best
 from cudaopt_mcp.service.progress import Progress, no_progress
 from cudaopt_mcp.service.runs import ARTIFACT, BestRecord, atomic_write
 from cudaopt_mcp.service.state import ServerState
+from harness_tools import Candidate, Task
 from harness_tools.evaluation import (
     MIN_CASE_S,
     EvaluationConfig,
@@ -44,8 +45,6 @@ from harness_tools.evaluation import (
     open_worker_file,
 )
 from harness_tools.run.scratch import scratch_dir
-from harness_tools.task.candidate import Candidate
-from harness_tools.task.spec import Task
 
 Step = Literal["evaluate", "run", "time"]
 RECORD = {"evaluate": "evaluation.json", "run": "execution.json", "time": "timing.json"}

@@ -10,10 +10,8 @@ import json
 from pathlib import Path
 
 from cudaopt_mcp.service.runs import BestRecord, atomic_write
-from harness_tools.backends import backend_traits
+from harness_tools import Candidate, Task, backend_traits
 from harness_tools.errors import CandidateError
-from harness_tools.task.candidate import Candidate
-from harness_tools.task.spec import Task
 
 
 def export_best(run_dir: Path, run_id: str, task: Task, candidate: Candidate, record: BestRecord) -> None:

@@ -16,9 +16,9 @@ from cudaopt_mcp.service.candidates import load_candidate
 from cudaopt_mcp.service.progress import Progress, no_progress
 from cudaopt_mcp.service.runs import atomic_write
 from cudaopt_mcp.service.state import ServerState
-from harness_tools.backends import backend_traits
-from harness_tools.inspect.profile import ProfileResult, profile_candidate
-from harness_tools.inspect.sanitize import SanitizeResult, SanitizerTool, sanitize_candidate
+from harness_tools import backend_traits, profile_candidate, sanitize_candidate
+from harness_tools.inspect.profile import ProfileResult
+from harness_tools.inspect.sanitize import SanitizeResult, SanitizerTool
 from harness_tools.run.scratch import scratch_dir
 
 PROFILE_FILES = ("profile.ncu-rep", "profile.raw.csv", "profile.details.csv", "ncu.log")

@@ -17,8 +17,8 @@ from cudaopt_mcp.api import (
 from cudaopt_mcp.errors import StepRefused
 from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.state import ServerState
-from harness_tools.task.loading import bundled_task_names, load_task, resolve_task
-from harness_tools.task.spec import MAX_TASK_FILE_BYTES, Task
+from harness_tools import Task, bundled_task_names, load_task, resolve_task
+from harness_tools.task.spec import MAX_TASK_FILE_BYTES
 
 INLINE_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)
 

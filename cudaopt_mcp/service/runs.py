@@ -30,9 +30,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from cudaopt_mcp.errors import RunError
-from harness_tools.errors import HarnessError
-from harness_tools.task.loading import load_task
-from harness_tools.task.spec import Task
+from harness_tools import HarnessError, Task, load_task
 
 
 class _Name:

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Literal
 
 from cudaopt_mcp.service.runs import RunStore
-from harness_tools.backends import ExecutionBackend, available_backends, backend_traits, create_backend
+from harness_tools import TimingPlan, available_backends, backend_traits, create_backend
+from harness_tools.backends import ExecutionBackend
 from harness_tools.errors import BackendError
-from harness_tools.run.timing import TimingPlan
 
 log = logging.getLogger("cudaopt.mcp")
 
