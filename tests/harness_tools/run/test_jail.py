@@ -21,7 +21,7 @@ from harness_tools.run.jail import JailSpec, Limits
 from harness_tools.run.jail_check import check_jail
 from harness_tools.run.jail_limits import cgroup_available
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _fresh_status(monkeypatch, **env):

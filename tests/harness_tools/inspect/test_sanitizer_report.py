@@ -246,7 +246,7 @@ def test_unknown_tool_is_refused():
 
 
 # ---- real output of compute-sanitizer 2025.3.1 (CUDA 13) on the H200, captured by the gpu tests ----------
-H200 = Path(__file__).parents[1] / "fixtures" / "sanitizer"
+H200 = Path(__file__).parents[2] / "fixtures" / "sanitizer"
 
 
 def test_h200_memcheck_out_of_bounds_read_with_line_and_launch_failure():

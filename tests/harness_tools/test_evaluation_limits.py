@@ -15,7 +15,7 @@ from harness_tools.errors import BackendError
 from harness_tools.evaluation import EvaluationConfig, check_memory, evaluate
 from harness_tools.task import candidate as candidates
 from harness_tools.task.loading import load_task, resolve_task
-from tests.harness_tools.test_spec import GOOD, make_task
+from tests.harness_tools.task.test_spec import GOOD, make_task
 
 REFERENCE = """
 def reference(inputs, sizes):

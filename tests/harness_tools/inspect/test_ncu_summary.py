@@ -11,7 +11,7 @@ import pytest
 from harness_tools.errors import HarnessError, ProfileParseError
 from harness_tools.inspect.ncu_summary import Ceilings, parse_details_csv, parse_raw_csv, summarize_profile
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ncu"
 CASES = sorted(p.name.removesuffix(".raw.csv") for p in FIXTURES.glob("*.raw.csv"))
 SGEMM_FLOPS = 2 * 8192 * 2048 * 1024
 TRANSPOSE_BYTES = 2 * 8192 * 8192 * 4

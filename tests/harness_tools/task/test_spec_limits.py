@@ -13,7 +13,7 @@ import pytest
 from harness_tools.errors import TaskSpecError
 from harness_tools.task.loading import load_task, resolve_task, spec_from_dict
 from harness_tools.task.spec import MAX_CASES, MAX_TASK_FILE_BYTES
-from tests.harness_tools.test_spec import GOOD, make_task
+from tests.harness_tools.task.test_spec import GOOD, make_task
 
 
 def refused(tmp_path, mutate) -> TaskSpecError:

@@ -13,8 +13,8 @@ from harness_tools.errors import BackendUnavailable, WorkerDied, WorkerError, Wo
 from harness_tools.run.jail import JailSpec
 from harness_tools.run.worker import Worker
 
-ECHO = "tests.harness_tools.echo_executor:EchoExecutor"
-ROOT = Path(__file__).resolve().parents[2]
+ECHO = "tests.harness_tools.run.echo_executor:EchoExecutor"
+ROOT = Path(__file__).resolve().parents[3]
 # The echo executor lives in tests/: the jail shows that folder and the child imports it from there.
 SPEC = JailSpec(purpose="test worker", read_only=(str(ROOT / "tests"),), env={"PYTHONPATH": str(ROOT)})
 
@@ -79,7 +79,7 @@ def test_child_stdout_never_reaches_parent_stdout(tmp_path):
         print("done")
     """)  # no main guard on purpose: the worker must not re-import the caller's script
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=str(tmp_path),
-                         env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[2])})
+                         env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[3])})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "done"
     assert "SECRET-PRINTF" in out.stderr
