@@ -5,6 +5,9 @@ Every argument has a cap (string length, list and dict sizes, number ranges), so
 remote client is a validation error naming the argument, never a long stall. Every result model is
 self-sufficient (some clients show the model only ``structuredContent``) and bounded: sources, full
 logs, outputs and timing samples stay behind ``cudaopt://`` resource URIs.
+
+The URI vocabulary lives here too: the templates the server registers and the functions that build
+each URI, so server links, resource routes and clients cannot drift apart.
 """
 
 from __future__ import annotations
@@ -326,3 +329,46 @@ class BestOutput(BaseModel):
     defines: dict[str, Expr] | None = None
     correct_candidates: list[str] = Field(description="ids of candidates whose latest record is correct")
     note: str | None = None
+
+
+# ---- starting the server -----------------------------------------------------------------------------
+# ``python -m SERVER_MODULE`` serves over stdio: a client starts it by name, never by importing it.
+SERVER_MODULE = "cudaopt_mcp.server"
+
+
+# ---- resource URIs -----------------------------------------------------------------------------------
+# The server registers these templates; every link and every client read is built from them.
+RUNS_URI = "cudaopt://runs"
+RUN_TEMPLATE = RUNS_URI + "/{run_id}"
+HISTORY_TEMPLATE = RUN_TEMPLATE + "/history"
+BEST_EXPORT_TEMPLATE = RUN_TEMPLATE + "/best/{name}"
+TASK_FILE_TEMPLATE = RUN_TEMPLATE + "/task/{name}"
+ARTIFACT_TEMPLATE = RUN_TEMPLATE + "/candidates/{candidate_id}/{artifact}"
+OUTPUT_TEMPLATE = RUN_TEMPLATE + "/candidates/{candidate_id}/outputs/{case}/{buffer}"
+BEST_EXPORTS = ("best_kernel.cu", "best_launch.json")
+
+
+def run_uri(run_id: str) -> str:
+    return RUN_TEMPLATE.format(run_id=run_id)
+
+
+def history_uri(run_id: str) -> str:
+    return HISTORY_TEMPLATE.format(run_id=run_id)
+
+
+def best_export_uri(run_id: str, name: str) -> str:
+    """``name``: one of :data:`BEST_EXPORTS`."""
+    return BEST_EXPORT_TEMPLATE.format(run_id=run_id, name=name)
+
+
+def task_file_uri(run_id: str, name: str) -> str:
+    return TASK_FILE_TEMPLATE.format(run_id=run_id, name=name)
+
+
+def artifact_uri(run_id: str, candidate_id: str, name: str) -> str:
+    return ARTIFACT_TEMPLATE.format(run_id=run_id, candidate_id=candidate_id, artifact=name)
+
+
+def output_uri(run_id: str, candidate_id: str, case: str, buffer: str) -> str:
+    """A kept output of a candidate's latest run (``outputs_kept`` lists the cases)."""
+    return OUTPUT_TEMPLATE.format(run_id=run_id, candidate_id=candidate_id, case=case, buffer=buffer)

@@ -3,10 +3,12 @@
     cudaopt://runs                                                   every run (JSON)
     cudaopt://runs/{run_id}                                          one run: task, budget, best, recent candidates
     cudaopt://runs/{run_id}/history                                  the append-only history (JSON lines)
+    cudaopt://runs/{run_id}/best/{name}                              the exported best kernel (best_kernel.cu, ...)
     cudaopt://runs/{run_id}/task/{name}                              a file of the run's task (task.json, baseline.cu)
     cudaopt://runs/{run_id}/candidates/{candidate_id}/{artifact}     kernel.cu, compile.log, evaluation.json, ...
     cudaopt://runs/{run_id}/candidates/{candidate_id}/outputs/{case}/{buffer}   a kept output (.npy bytes)
 
+The templates are :mod:`cudaopt_mcp.api`'s constants, so the links the tools hand out resolve here.
 Every id and name is validated by the run store before a path is built; unknown ones are refused.
 """
 
@@ -19,7 +21,18 @@ from collections.abc import Callable
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
-from cudaopt_mcp.api import GetRunOutput, ListRunsOutput
+from cudaopt_mcp.api import (
+    ARTIFACT_TEMPLATE,
+    BEST_EXPORT_TEMPLATE,
+    BEST_EXPORTS,
+    HISTORY_TEMPLATE,
+    OUTPUT_TEMPLATE,
+    RUN_TEMPLATE,
+    RUNS_URI,
+    TASK_FILE_TEMPLATE,
+    GetRunOutput,
+    ListRunsOutput,
+)
 from cudaopt_mcp.errors import RunError
 from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.runs import ARTIFACT
@@ -45,7 +58,7 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
                 raise ResourceNotFoundError(str(exc)) from None
         return wrapper
 
-    @server.resource("cudaopt://runs", name="runs", mime_type="application/json")
+    @server.resource(RUNS_URI, name="runs", mime_type="application/json")
     @guarded
     def runs() -> str:
         """Every run in this server's results folder, with budget and best candidate."""
@@ -53,7 +66,7 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
         return ListRunsOutput(runs=[S.run_info(state.store, r, state.backend_name, state.is_active, recent=0)
                                     for r in state.store.list_runs()]).model_dump_json(indent=2, exclude_none=True)
 
-    @server.resource("cudaopt://runs/{run_id}", name="run", mime_type="application/json")
+    @server.resource(RUN_TEMPLATE, name="run", mime_type="application/json")
     @guarded
     def run(run_id: str) -> str:
         """One run: its task, budget, best candidate, latest candidates and a history digest."""
@@ -64,26 +77,26 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
                            history_digest=[S.history_line(e) for e in state.store.history(run_id, limit=12)])
         return out.model_dump_json(indent=2, exclude_none=True)
 
-    @server.resource("cudaopt://runs/{run_id}/history", name="run history", mime_type="application/x-ndjson")
+    @server.resource(HISTORY_TEMPLATE, name="run history", mime_type="application/x-ndjson")
     @guarded
     def run_history(run_id: str) -> str:
         """The run's append-only history, one JSON event per line, oldest first."""
         path = state_of().store.run_file(run_id, "history.jsonl")
         return path.read_text() if path.is_file() else ""
 
-    @server.resource("cudaopt://runs/{run_id}/best/{name}", name="best kernel export")
+    @server.resource(BEST_EXPORT_TEMPLATE, name="best kernel export")
     @guarded
     def best_export(run_id: str, name: str) -> str:
         """The run's best kernel exported standalone: best_kernel.cu (defines baked in, launch configuration
         in its header comment) or best_launch.json."""
-        if name not in ("best_kernel.cu", "best_launch.json"):
+        if name not in BEST_EXPORTS:
             raise RunError(f"no export {name!r}: ask for best_kernel.cu or best_launch.json")
         path = state_of().store.run_file(run_id, name)
         if not path.is_file():
             raise RunError(f"run {run_id} has no scored best candidate yet, so nothing is exported")
         return path.read_text()
 
-    @server.resource("cudaopt://runs/{run_id}/task/{name}", name="task file")
+    @server.resource(TASK_FILE_TEMPLATE, name="task file")
     @guarded
     def task_file(run_id: str, name: str) -> str:
         """A file of the run's own copy of its task: task.json, the baseline source, the tunable kernel."""
@@ -94,7 +107,7 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
             raise RunError(f"run {run_id}'s task has no file {name!r}")
         return path.read_text()
 
-    @server.resource("cudaopt://runs/{run_id}/candidates/{candidate_id}/{artifact}", name="candidate artifact")
+    @server.resource(ARTIFACT_TEMPLATE, name="candidate artifact")
     @guarded
     def artifact(run_id: str, candidate_id: str, artifact: str) -> str | bytes:
         """A candidate's artifact: kernel.cu, candidate.json, compile.json, compile.log, evaluation.json,
@@ -103,8 +116,7 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
         path = state_of().store.artifact_path(run_id, candidate_id, artifact)
         return path.read_bytes() if path.suffix in BINARY_SUFFIXES else path.read_text()
 
-    @server.resource("cudaopt://runs/{run_id}/candidates/{candidate_id}/outputs/{case}/{buffer}", name="kept output",
-                     mime_type="application/octet-stream")
+    @server.resource(OUTPUT_TEMPLATE, name="kept output", mime_type="application/octet-stream")
     @guarded
     def output(run_id: str, candidate_id: str, case: str, buffer: str) -> bytes:
         """A kernel output of the candidate's latest run/evaluate, as a NumPy .npy file (small cases only)."""

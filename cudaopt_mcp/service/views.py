@@ -23,26 +23,17 @@ from cudaopt_mcp.api import (
     RunInfo,
     TaskSummary,
     ToleranceInfo,
+    artifact_uri,  # also re-exported: steps, inspections and tools link artifacts as S.artifact_uri
+    run_uri,
+    task_file_uri,
 )
 from cudaopt_mcp.service.runs import BestRecord, RunRecord, RunStore
 from harness_tools.compile import CompileResult
-from harness_tools.evaluate import CaseResult
+from harness_tools.evaluation import CaseResult
 from harness_tools.task.spec import CTYPES, BufferParam, Task
 
 EXCERPT_CHARS = 1500
 MESSAGE_CHARS = 400
-
-
-def run_uri(run_id: str) -> str:
-    return f"cudaopt://runs/{run_id}"
-
-
-def artifact_uri(run_id: str, candidate_id: str, name: str) -> str:
-    return f"cudaopt://runs/{run_id}/candidates/{candidate_id}/{name}"
-
-
-def task_file_uri(run_id: str, name: str) -> str:
-    return f"cudaopt://runs/{run_id}/task/{name}"
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
