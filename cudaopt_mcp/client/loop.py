@@ -17,7 +17,16 @@ from typing import Any
 
 import anyio
 
-from cudaopt_mcp.api import TaskSummary
+from cudaopt_mcp.api import (
+    CreateRunOutput,
+    EvaluateOutput,
+    GetRunOutput,
+    HistoryOutput,
+    ProfileOutput,
+    TaskSummary,
+    artifact_uri,
+    best_export_uri,
+)
 from cudaopt_mcp.client.loop_models import LoopConfig, LoopSummary
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext
 from cudaopt_mcp.client.proposers import Proposer
@@ -84,10 +93,10 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
 
 async def _open_run(session: Session, config: LoopConfig) -> tuple[str, str, TaskSummary]:
     if config.run_id:
-        out = (await session.call("get_run", run_id=config.run_id)).data
-        return _run_id(out["run"]["run_id"]), out["run"]["backend"], TaskSummary.model_validate(out["task"])
-    out = (await session.call("create_run", task=config.task)).data
-    return _run_id(out["run_id"]), out["backend"], TaskSummary.model_validate(out["task"])
+        got = (await session.call("get_run", GetRunOutput, run_id=config.run_id)).data
+        return _run_id(got.run.run_id), got.run.backend, got.task
+    made = (await session.call("create_run", CreateRunOutput, task=config.task)).data
+    return _run_id(made.run_id), made.backend, made.task
 
 
 _RUN_ID = re.compile(r"run-[0-9]{3,9}", re.ASCII)
@@ -121,8 +130,8 @@ async def _evaluate(session: Session, run_id: str, proposal: Proposal | None, it
     if proposal is None and candidate_id is None:
         args["note"] = "baseline"
     try:
-        outcome = await session.call("evaluate", progress=terminal.progress, run_id=run_id, seed=seed,
-                                     candidate_id=candidate_id, **(timing or {}), **args)
+        outcome = await session.call("evaluate", EvaluateOutput, progress=terminal.progress, run_id=run_id,
+                                     seed=seed, candidate_id=candidate_id, **(timing or {}), **args)
     except SessionError as exc:
         attempt = Attempt(iteration=iteration, proposal=proposal, status="refused", failure=str(exc),
                           elapsed_s=round(time.monotonic() - started, 2))
@@ -134,20 +143,19 @@ async def _evaluate(session: Session, run_id: str, proposal: Proposal | None, it
     return attempt
 
 
-def attempt_from_evaluation(iteration: int, proposal: Proposal | None, out: dict[str, Any]) -> Attempt:
-    compiled = out.get("compile") or {}
-    if not compiled.get("ok", False):
-        status = "refused" if compiled.get("status") == "refused" else "compile_error"
+def attempt_from_evaluation(iteration: int, proposal: Proposal | None, out: EvaluateOutput) -> Attempt:
+    compiled = out.compile
+    if not compiled.ok:
+        status = "refused" if compiled.status == "refused" else "compile_error"
     else:
-        status = "correct" if out.get("correct") else "incorrect"
-    spills = compiled.get("spill_store_bytes")
+        status = "correct" if out.correct else "incorrect"
     return Attempt(
-        iteration=iteration, proposal=proposal, candidate_id=out.get("candidate_id"), status=status,
-        correct=bool(out.get("correct")), score_ms=out.get("score_ms"), new_best=bool(out.get("new_best")),
-        speedup_vs_baseline=out.get("speedup_vs_baseline"), speedup_vs_best=out.get("speedup_vs_best"),
-        registers=compiled.get("registers"), spill_bytes=spills, evaluation=out,
-        case_medians_ms={c["name"]: c["median_ms"] for c in out.get("cases", []) if c.get("median_ms") is not None},
-        failure=out.get("failure") or (compiled.get("first_error") if status == "compile_error" else None))
+        iteration=iteration, proposal=proposal, candidate_id=out.candidate_id, status=status,
+        correct=out.correct, score_ms=out.score_ms, new_best=out.new_best,
+        speedup_vs_baseline=out.speedup_vs_baseline, speedup_vs_best=out.speedup_vs_best,
+        registers=compiled.registers, spill_bytes=compiled.spill_store_bytes, evaluation=out,
+        case_medians_ms={c.name: c.median_ms for c in out.cases if c.median_ms is not None},
+        failure=out.failure or (compiled.first_error if status == "compile_error" else None))
 
 
 async def _prior_attempts(session: Session, run_id: str) -> list[Attempt]:
@@ -155,16 +163,16 @@ async def _prior_attempts(session: Session, run_id: str) -> list[Attempt]:
     events: list[dict[str, Any]] = []
     offset: int | None = 0
     while offset is not None:
-        page = (await session.call("history", run_id=run_id, offset=offset, limit=100)).data
-        events += page["events"]
-        offset = page.get("next_offset")
+        page = (await session.call("history", HistoryOutput, run_id=run_id, offset=offset, limit=100)).data
+        events += page.events  # events stay dicts: the schema leaves each event's fields open
+        offset = page.next_offset
     latest: dict[str, dict[str, Any]] = {}
     for event in events:
         if event.get("event") in ("candidate", "evaluate", "compiled") and event.get("candidate_id"):
             latest.setdefault(event["candidate_id"], {}).update(event)
     attempts = []
     for number, (cid, event) in enumerate(latest.items()):
-        meta = json.loads(await session.resource_text(f"cudaopt://runs/{run_id}/candidates/{cid}/candidate.json"))
+        meta = json.loads(await session.resource_text(artifact_uri(run_id, cid, "candidate.json")))
         proposal = _proposal_from_meta(meta)
         correct = bool(event.get("correct"))
         status = "correct" if correct else ("compile_error" if event.get("status") == "error" else "incorrect")
@@ -196,12 +204,11 @@ async def _profile_best(session: Session, run_id: str, attempts: list[Attempt], 
     best = _best(attempts)
     terminal.evaluating(best.iteration, f"profiling {best.candidate_id}")
     try:
-        out = await session.call("profile", run_id=run_id, candidate_id=best.candidate_id)
+        out = (await session.call("profile", ProfileOutput, run_id=run_id, candidate_id=best.candidate_id)).data
     except SessionError as exc:
         best.profile = f"profile refused: {exc}"
         return
-    data = out.data
-    best.profile = data.get("summary_text") or f"profile {data.get('status')}: {data.get('reason')}"
+    best.profile = out.summary_text or f"profile {out.status}: {out.reason}"
     terminal.note(f"profile of {best.candidate_id}: " + best.profile.splitlines()[0][:150])
 
 
@@ -215,7 +222,7 @@ def _baseline(attempts: list[Attempt]) -> Attempt | None:
 
 
 def _clock(attempts: list[Attempt]) -> str | None:
-    return next((a.evaluation.get("clock") for a in attempts if a.evaluation and a.evaluation.get("clock")), None)
+    return next((a.evaluation.clock for a in attempts if a.evaluation and a.evaluation.clock), None)
 
 
 async def _best_kernel(session: Session, run_id: str, run_dir: Path, best: Attempt | None) -> str | None:
@@ -224,7 +231,7 @@ async def _best_kernel(session: Session, run_id: str, run_dir: Path, best: Attem
     local = run_dir / "best_kernel.cu"
     if local.is_file():
         return str(local)
-    return f"cudaopt://runs/{run_id}/best/best_kernel.cu"
+    return best_export_uri(run_id, "best_kernel.cu")
 
 
 def _journal(run_dir: Path, attempt: Attempt) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
-from cudaopt_mcp.api import TaskSummary
+from cudaopt_mcp.api import EvaluateOutput, TaskSummary
 from harness_tools.task.spec import Expr, LaunchSpec
 
 
@@ -68,7 +68,12 @@ class Attempt(BaseModel):
     failure: str | None = Field(None, description="why it is not correct / not usable, with the evidence")
     elapsed_s: float = 0.0
     profile: str | None = Field(None, description="Nsight Compute summary, when this candidate was profiled")
-    evaluation: dict[str, Any] | None = Field(None, description="the evaluate tool's structured result")
+    evaluation: EvaluateOutput | None = Field(None, description="the evaluate tool's structured result")
+
+    @field_serializer("evaluation", when_used="unless-none")
+    def _evaluation_as_sent(self, evaluation: EvaluateOutput) -> dict[str, Any]:
+        # As the server sends it (no nulls), so the --json summary keeps the shape it had as a plain dict.
+        return evaluation.model_dump(mode="json", exclude_none=True)
 
 
 class ProposalContext(BaseModel):

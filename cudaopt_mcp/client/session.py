@@ -1,7 +1,9 @@
 """The client's MCP session: our own server over stdio (started here) or a running one over HTTP.
 
 Everything the loop does goes through this session's tools, resources and prompts, exactly as any
-other MCP client would: nothing here imports the server or the engine.
+other MCP client would: nothing here imports the server or the engine. Tool results arrive parsed into
+the :mod:`cudaopt_mcp.api` models the server publishes, so a server that answers in another shape is
+a :class:`SessionError` naming the tool, not a ``KeyError`` deep in the loop.
 """
 
 from __future__ import annotations
@@ -10,39 +12,63 @@ import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import BaseModel, ValidationError
 
+from cudaopt_mcp.api import SERVER_MODULE
 from cudaopt_mcp.errors import SessionError
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 CALL_TIMEOUT_S = 3600.0  # our own client has no 60 s limit; the server bounds each case itself
+SHOWN_ERRORS = 3  # validation problems quoted in a SessionError; the count says how many there were
+
+M = TypeVar("M", bound=BaseModel)
 
 
-class ToolOutcome:
-    """A tool's result: its structured content, whether it was an error result, and its summary text."""
+@dataclass(frozen=True)
+class ToolOutcome(Generic[M]):
+    """A tool's result: its structured content as the tool's api model, whether it was an error result
+    (a kernel that failed is one, with the evidence in ``data``), and the first line of its summary."""
 
-    def __init__(self, data: dict[str, Any], is_error: bool, text: str):
-        self.data, self.is_error, self.text = data, is_error, text
+    data: M
+    is_error: bool
+    text: str
+
+
+def parse_result(tool: str, model: type[M], structured: dict[str, Any]) -> M:
+    """``structured`` as ``model``; a result of another shape is the server's fault, told as such."""
+    try:
+        return model.model_validate(structured)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(result)'}: {e['msg']}"
+                             for e in exc.errors(include_url=False)[:SHOWN_ERRORS])
+        raise SessionError(f"{tool}: the server's result is not a valid {model.__name__} "
+                           f"({exc.error_count()} problems): {problems}") from exc
 
 
 class Session:
     def __init__(self, client: Client, where: str):
         self._client, self.where = client, where
 
-    async def call(self, tool: str, progress: ProgressFn | None = None, **arguments: Any) -> ToolOutcome:
-        """Call a tool. A kernel failure is an error *result* (returned); a refusal is a SessionError."""
+    async def call(self, tool: str, model: type[M], /, progress: ProgressFn | None = None,
+                   **arguments: Any) -> ToolOutcome[M]:
+        """Call a tool whose result is ``model``. A kernel failure is an error *result* (returned); a refusal,
+        or a result that is not a ``model``, is a SessionError. ``tool`` and ``model`` are positional, so no
+        tool argument can collide with them."""
         args = {k: v for k, v in arguments.items() if v is not None}
         result = await self._client.call_tool(tool, args, read_timeout_seconds=CALL_TIMEOUT_S,
                                               progress_callback=progress)
         text = "\n".join(b.text for b in result.content if getattr(b, "type", "") == "text")
         if result.structured_content is None:
             raise SessionError(f"{tool}: {text.strip() or 'the server refused the call'}")
-        return ToolOutcome(result.structured_content, bool(result.is_error), text.split("\n")[0])
+        data = parse_result(tool, model, result.structured_content)
+        return ToolOutcome(data, bool(result.is_error), text.split("\n")[0])
 
     async def prompt(self, name: str, **arguments: str) -> str:
         result = await self._client.get_prompt(name, arguments)
@@ -67,7 +93,7 @@ async def open_session(server_url: str | None, results: Path, backend: str | Non
         except (httpx2.HTTPError, OSError) as exc:
             raise SessionError(f"cannot reach the MCP server at {server_url}: {exc}") from exc
         return
-    args = ["-m", "cudaopt_mcp.server", "--results", str(results)] + (["--backend", backend] if backend else [])
+    args = ["-m", SERVER_MODULE, "--results", str(results)] + (["--backend", backend] if backend else [])
     # The SDK hands a stdio server only a minimal environment: pass ours (PYTHONPATH, caches, CUDA settings).
     params = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
     async with Client(params) as client:

@@ -115,7 +115,8 @@ def final_table(summary: LoopSummary) -> str:
                      + (" (CPU wall clock: a CPU timing, not a GPU one)" if summary.backend == "cpu" else ""))
         if summary.confirmation is not None:
             c = summary.confirmation
-            lines.append("confirmed on fresh inputs (seed " + str((c.evaluation or {}).get("seed")) + ")" if c.correct
+            seed = c.evaluation.seed if c.evaluation else None
+            lines.append(f"confirmed on fresh inputs (seed {seed})" if c.correct
                          else f"NOT confirmed on fresh inputs: {c.failure}")
         if summary.best_kernel:
             lines.append(f"best kernel: {summary.best_kernel}")

@@ -14,7 +14,7 @@ from cudaopt_mcp.client.proposers import create_proposer
 from cudaopt_mcp.client.proposers.llm_records import TokenUsage, cost_usd
 from cudaopt_mcp.errors import ProposerUnavailable
 from cudaopt_mcp.service.views import task_summary
-from harness_tools.task.spec import resolve_task
+from harness_tools.task.loading import resolve_task
 from tests.cudaopt_mcp.client.scripted_llm import completion, error
 
 FAKE_KEY = "sk-test-FAKE0123456789abcdef"

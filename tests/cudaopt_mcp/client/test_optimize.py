@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness_tools.backends.cuda.backend import gpu_present
-from harness_tools.task.expressions import evaluate
-from harness_tools.task.spec import BUNDLED_DIR, resolve_task
+from harness_tools.task.expressions import evaluate_expression
+from harness_tools.task.loading import BUNDLED_DIR, resolve_task
 from tests.cudaopt_mcp.client.scripted_llm import completion, error
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -46,7 +46,7 @@ def test_tuner_optimises_sgemm_through_a_stdio_server_and_a_run_can_be_continued
     assert len(configs) == 5 and len(set(configs)) == 5
     spec = resolve_task("sgemm").spec
     for config in configs:  # every proposal honours the task's constraints
-        assert all(evaluate(c, dict(config)) for c in spec.tunables.constraints)
+        assert all(evaluate_expression(c, dict(config)) for c in spec.tunables.constraints)
     best = summary["best"]
     assert best["correct"] and best["score_ms"] == min(a["score_ms"] for a in attempts if a["correct"])
     assert summary["confirmation"]["correct"] and summary["confirmation"]["candidate_id"] == best["candidate_id"]

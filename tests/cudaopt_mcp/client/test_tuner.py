@@ -16,8 +16,8 @@ from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalC
 from cudaopt_mcp.client.proposers import Proposer, create_proposer
 from cudaopt_mcp.service.views import task_summary
 from harness_tools.errors import ExpressionError
-from harness_tools.task.expressions import evaluate
-from harness_tools.task.spec import resolve_task
+from harness_tools.task.expressions import evaluate_expression
+from harness_tools.task.loading import resolve_task
 
 NARROW = {"BM": [64, 256], "BN": [64, 128], "BK": [8, 32], "TM": [4, 8], "TN": [4, 8], "MINB": [1, 3],
           "WIDE_MIN": [-1]}  # 35 of 64 valid
@@ -39,7 +39,7 @@ def satisfies(tunables: dict[str, int], task: TaskSummary) -> bool:
     if set(tunables) != set(task.tunables) or any(v not in task.tunables[k] for k, v in tunables.items()):
         return False
     try:
-        return all(bool(evaluate(c, tunables)) for c in task.tunable_constraints)
+        return all(bool(evaluate_expression(c, tunables)) for c in task.tunable_constraints)
     except ExpressionError:
         return False
 
