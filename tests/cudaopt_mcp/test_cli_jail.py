@@ -154,7 +154,7 @@ def test_cli_kill9_during_a_hung_kernel_leaves_no_jailed_process(task, secrets, 
             time.sleep(0.05)
         jailed = kit.descendants(proc.pid)
         cmds = [Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode() for p in jailed]
-        assert any("harness_tools.run.worker" in c and "cpu_executor" in c for c in cmds), cmds
+        assert any("harness_tools.run.worker" in c and "backends.cpu.executor" in c for c in cmds), cmds
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         left = kit.wait_gone(lambda: kit.alive(jailed), 2.0)
