@@ -16,7 +16,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from harness_tools.compile.nvrtc import CompileStatus
 from harness_tools.inspect.ncu_summary import ProfileSummary
+from harness_tools.inspect.profile import ProfileStatus
+from harness_tools.inspect.sanitize import SanitizeStatus
 from harness_tools.task.candidate import MAX_OPTIONS
 from harness_tools.task.spec import (
     MAX_CASES,
@@ -197,7 +200,7 @@ class CompileOutput(BaseModel):
     run_id: str
     candidate_id: str
     ok: bool
-    status: Literal["ok", "error", "refused"]
+    status: CompileStatus
     arch: str
     first_error: str | None = None
     log_excerpt: str = Field(description="start of the filtered compile log; the full log is at log_uri")
@@ -291,7 +294,7 @@ class ProfileOutput(BaseModel):
     candidate_id: str
     available: bool
     backend: str
-    status: Literal["ok", "unavailable", "failed", "timeout"]
+    status: ProfileStatus
     reason: str = Field(description="what happened, or why there is no profile and what to do")
     case: str | None = Field(None, description="the performance case whose launch was profiled")
     summary: ProfileSummary | None = None
@@ -305,7 +308,7 @@ class SanitizeOutput(BaseModel):
     run_id: str
     candidate_id: str
     backend: str
-    status: Literal["clean", "findings", "unavailable", "failed", "timeout"]
+    status: SanitizeStatus
     message: str
     cases: list[str] = Field(description="the validation cases that were checked")
     findings: int

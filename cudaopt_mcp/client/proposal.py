@@ -12,8 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
-from cudaopt_mcp.api import EvaluateOutput, TaskSummary
-from harness_tools.task.spec import Expr, LaunchSpec
+from cudaopt_mcp.api import EvaluateOutput, Expr, LaunchSpec, TaskSummary
 
 
 class Proposal(BaseModel):

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cudaopt_mcp.api import LaunchSpec
 from cudaopt_mcp.client.proposal import NoProposal, Proposal
-from harness_tools.task.spec import LaunchSpec
 
 SCHEMA_NAME = "cuda_candidate"
 

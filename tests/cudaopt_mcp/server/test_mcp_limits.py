@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 
 from harness_tools.task.loading import BUNDLED_DIR
-from tests.cudaopt_mcp.test_mcp_server import call, client, text
+from tests.cudaopt_mcp.server.test_mcp_server import call, client, text
 from tests.harness_tools.test_evaluation_limits import SPIN, big_task
 
 TRANSPOSE_SPEC = json.loads((BUNDLED_DIR / "transpose" / "task.json").read_text())

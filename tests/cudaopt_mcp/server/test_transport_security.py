@@ -31,7 +31,7 @@ from cudaopt_mcp.server.transports import (
 )
 from cudaopt_mcp.service.state import ServerConfig
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
 TOKEN = "s3cr3t-" + "q" * 25

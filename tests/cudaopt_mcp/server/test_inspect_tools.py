@@ -17,8 +17,8 @@ from harness_tools.inspect.ncu_summary import summarize_profile
 from harness_tools.inspect.profile import ProfileResult
 from tests.transpose_kernels import OOB_WRITE, RACY_TRANSPOSE, TILE_LOAD_LINE, TILE_STORE_LINE, TILED_LAUNCH
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
-ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ncu"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 
