@@ -1,0 +1,1 @@
+"""The ``cudaopt`` command: ``optimize``, ``eval``, ``profile``, ``sanitize``, ``serve``, ``doctor``."""

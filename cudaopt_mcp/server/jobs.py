@@ -40,8 +40,7 @@ from cudaopt_mcp.server.tools import (
     Tunables,
     Warmup,
 )
-from cudaopt_mcp.service import evaluations
-from cudaopt_mcp.service import inspections as inspect_steps
+from cudaopt_mcp.service import evaluations, inspections
 from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
 from cudaopt_mcp.service.state import ServerState
 
@@ -162,9 +161,9 @@ def register(server: MCPServer, table: JobTable) -> None:
         elif candidate_id is None or cand.given():
             raise ToolError(f"{what} works on a stored candidate: give candidate_id (and no new candidate)")
         elif what == "profile":
-            work = functools.partial(inspect_steps.profile_step, state, run_id, candidate_id, case, timeout_s)
+            work = functools.partial(inspections.profile_step, state, run_id, candidate_id, case, timeout_s)
         else:
-            work = functools.partial(inspect_steps.sanitize_step, state, run_id, candidate_id, sanitizers, None,
+            work = functools.partial(inspections.sanitize_step, state, run_id, candidate_id, sanitizers, None,
                                      timeout_s)
         with refusals_as_tool_errors():
             job = table.start(state, run_id, what, work)

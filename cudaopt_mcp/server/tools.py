@@ -51,8 +51,7 @@ from cudaopt_mcp.api import (  # the bounded argument types, shared with jobs.py
     Warmup,
 )
 from cudaopt_mcp.server.tool_calls import run_blocking, state_of, tool, tool_result
-from cudaopt_mcp.service import candidates, evaluations, run_creation
-from cudaopt_mcp.service import inspections as inspect_steps
+from cudaopt_mcp.service import candidates, evaluations, inspections, run_creation
 from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
 from harness_tools import bundled_task_names, resolve_task
@@ -254,7 +253,7 @@ def register(server: MCPServer) -> None:
         Compute's top recommendations. The full report is linked (report_uri). Clocks are not locked, so
         durations match the event timings. Takes 10-60 s; profiling time never counts in scores. Without
         ncu, without permission to read GPU counters, or on the cpu backend it says so and what to do."""
-        out: ProfileOutput = await run_blocking(ctx, inspect_steps.profile_step, state_of(ctx), run_id, candidate_id,
+        out: ProfileOutput = await run_blocking(ctx, inspections.profile_step, state_of(ctx), run_id, candidate_id,
                                              case, timeout_s)
         links = [(u, n, m) for u, n, m in ((out.report_uri, "profile.ncu-rep", "application/octet-stream"),
                                            (out.details_uri, "profile.details.csv", "text/csv")) if u]
@@ -278,7 +277,7 @@ def register(server: MCPServer) -> None:
         backend: ThreadSanitizer race check and guarded buffers (out-of-bounds with argument, block and
         thread; divergent barriers). Findings name the kernel.cu line. A kernel that is fast because it
         races or reads out of bounds must not win: run this on a new best. Findings are an error result."""
-        out: SanitizeOutput = await run_blocking(ctx, inspect_steps.sanitize_step, state_of(ctx), run_id, candidate_id,
+        out: SanitizeOutput = await run_blocking(ctx, inspections.sanitize_step, state_of(ctx), run_id, candidate_id,
                                               tools, cases, timeout_s)
         return tool_result(out, out.text[:1500], [(out.record_uri, "sanitize.json", "application/json")],
                        is_error=out.status != "clean")

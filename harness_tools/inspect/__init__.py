@@ -1,0 +1,1 @@
+"""One case under an external tool, in a launcher process of its own: Nsight Compute (profile) and compute-sanitizer / the cpu race check (sanitize)."""

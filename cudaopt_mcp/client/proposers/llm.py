@@ -1,6 +1,6 @@
 """A proposer that asks a model behind an OpenAI-compatible Chat Completions endpoint for each candidate.
 
-One request per proposal: the system prompt (``prompts/llm_system.md``, the reply format) and the
+One request per proposal: the system prompt (``templates/llm_system.md``, the reply format) and the
 server's rendered ``optimize`` prompt (task, history, latest feedback). The SDK's own retries are off so
 that every HTTP attempt is recorded and paced here: 429, 5xx, connection errors and timeouts back off
 exponentially (a ``Retry-After`` header wins); anything else ends the proposal as ``unusable``.

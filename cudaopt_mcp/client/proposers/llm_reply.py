@@ -66,7 +66,7 @@ def response_format() -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "strict": True, "schema": REPLY_SCHEMA}}
 
 
-# Substituted for $reply_format in prompts/llm_system.md; kept next to the parser so the two agree.
+# Substituted for $reply_format in templates/llm_system.md; kept next to the parser so the two agree.
 JSON_FORMAT = """Reply with one JSON object and nothing else:
 
 {"note": "<one line: the idea>", "source": "<complete CUDA C++ source>",

@@ -1,0 +1,1 @@
+"""The ``cuda`` backend: the parent side (no driver import) and the executor that owns the GPU context in the worker."""
