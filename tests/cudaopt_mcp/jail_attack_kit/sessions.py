@@ -20,6 +20,7 @@ from tests.cudaopt_mcp.jail_attack_kit.leaks import Secrets, secret_hits
 from tests.cudaopt_mcp.jail_attack_kit.payloads import kernel
 from tests.cudaopt_mcp.jail_attack_kit.processes import children_named, proc_table
 from tests.cudaopt_mcp.jail_attack_kit.tasks import ROOT, jailbox_task, twin_task
+from tests.server_process import stop_server
 
 
 @dataclass
@@ -208,13 +209,7 @@ class HttpServer:
         self.url = f"http://127.0.0.1:{self.port}/mcp"
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=30)
+        stop_server(self.proc)
         self._err.close()
 
 

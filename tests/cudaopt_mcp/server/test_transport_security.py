@@ -30,6 +30,7 @@ from cudaopt_mcp.server.transports import (
     rebinding_protection,
 )
 from cudaopt_mcp.service.state import ServerConfig
+from tests.server_process import stop_server
 
 ROOT = Path(__file__).resolve().parents[3]
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -90,13 +91,7 @@ class Served:
         return f"http://{name}:{self.port}/mcp"
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait(timeout=30)
+        stop_server(self.proc)
 
 
 @pytest.fixture
