@@ -137,7 +137,7 @@ def do_bench_table(backend, tasks, repeats, rows):
                 continue
             compiled = compile_candidate(cand, backend.device_info().arch)
             launcher = InProcessLauncher(compiled.cubin, cand.kernel_name)
-            for case in [c for c in task.spec.cases if c.role == "performance"]:
+            for case in task.spec.cases_for(["performance"], backend.name):
                 launcher.prepare(task, case, cand, seed=1)
                 theirs = triton.testing.do_bench(launcher, warmup=25, rep=200, return_mode="median")
                 ours = statistics.median(medians[case.name])
@@ -160,7 +160,7 @@ def cublas_table(backend, rows):
     result = evaluate(task, tuned, backend, EvaluationConfig(roles=["performance"]))
     print(f"\n## 3. SGEMM: cuBLAS (CuPy, fp32) vs our tuned kernel {_cfg(cfg)}")
     print(f"{'M x N x K':<20}{'cuBLAS_ms':>10}{'TFLOP/s':>9}{'ours_ms':>10}{'TFLOP/s':>9}{'ours/cuBLAS':>12}")
-    for case in [c for c in task.spec.cases if c.role == "performance"]:
+    for case in task.spec.cases_for(["performance"], backend.name):
         m, n, k = case.sizes["M"], case.sizes["N"], case.sizes["K"]
         a = cupy.random.uniform(-1, 1, (m, k), dtype=cupy.float32)
         b = cupy.random.uniform(-1, 1, (k, n), dtype=cupy.float32)

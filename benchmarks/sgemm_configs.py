@@ -1,6 +1,6 @@
 """sgemm configurations, in or outside the tuner's space, as fractions of cuBLAS per shape (issue 5).
 
-    python -m benchmarks.sgemm_configs [--config BM=128,BN=256,BK=8,TM=8,TN=16,MINB=1 ...]   # on a GPU host
+    python -m benchmarks.sgemm_configs [--config BM=128,BN=256,BK=8,TM=8,TN=16,MINB=1,WIDE_MIN=128 ...]   # on a GPU host
 
 Each configuration of the task's tunable kernel goes through the engine like any candidate (validation
 cases against the float64 oracle, then the performance cases: 10 + 100 launches, L2 evicted, CUDA events),
