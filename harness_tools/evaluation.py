@@ -28,7 +28,7 @@ from typing import BinaryIO, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from harness_tools.backends import ExecutionBackend, RaceChecker
+from harness_tools.backends import ExecutionBackend, RaceChecker, backend_traits
 from harness_tools.backends.contract import ArgSpec, CaseRequest, CaseRun, DeviceInfo, RaceReport
 from harness_tools.backends.environment import Environment, read_clocks
 from harness_tools.check.case_request import case_arguments, case_inputs, case_request
@@ -177,16 +177,17 @@ def check_memory(task: Task, cases: list[Case], backend: str, device: DeviceInfo
     host = available_host_bytes()
     hint = ("shrink its sizes in task.json, or leave it out (evaluate with roles=['validation'] or "
             "cudaopt eval --only validation, or list the backends it runs on in the case's 'backends')")
+    in_host = backend_traits(backend).buffers_in_host_memory
     for case in cases:
-        need = case_footprint(task.spec, case, backend)
-        if backend != "cpu" and free is not None and need.buffers > free:
+        need = case_footprint(task.spec, case, in_host)
+        if not in_host and free is not None and need.buffers > free:
             where = "free" if device.memory_free_bytes is not None else "in total"
             raise BackendError(f"case {case.name} needs {_gb(need.buffers)} of buffers; this GPU has {_gb(free)} "
                                f"{where}: {hint}")
         if host is not None and need.host > host:
-            what = "its inputs, outputs and their float64 reference" + (", and the buffers themselves: the cpu "
+            what = "its inputs, outputs and their float64 reference" + (f", and the buffers themselves: the {backend} "
                                                                        "backend runs kernels in host memory"
-                                                                       if backend == "cpu" else "")
+                                                                       if in_host else "")
             raise BackendError(f"case {case.name} needs about {_gb(need.host)} of host memory ({what}); this machine "
                                f"has {_gb(host)} of memory available: {hint}")
 

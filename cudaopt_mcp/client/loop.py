@@ -29,7 +29,7 @@ from cudaopt_mcp.api import (
 )
 from cudaopt_mcp.client.loop_models import LoopConfig, LoopSummary
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext
-from cudaopt_mcp.client.proposers import Proposer
+from cudaopt_mcp.client.proposers import Proposer, ReportsUsage
 from cudaopt_mcp.client.session import Session
 from cudaopt_mcp.client.terminal import Terminal
 from cudaopt_mcp.errors import SessionError
@@ -86,7 +86,7 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
         seed=seed, stopped=stopped, baseline=_baseline(attempts), best=best, confirmation=confirmation,
         attempts=attempts, found_correct=any(a.correct for a in attempts) and (confirmation is None or confirmation.correct),
         elapsed_s=round(time.monotonic() - started, 2), clock=_clock(attempts),
-        usage=proposer.usage().model_dump() if hasattr(proposer, "usage") else None)
+        usage=proposer.usage().model_dump() if isinstance(proposer, ReportsUsage) else None)
     summary.best_kernel = await _best_kernel(session, run_id, run_dir, best)
     return summary
 

@@ -1,1 +1,3 @@
-"""The service over the run store: runs, candidates, evaluations, inspections and their views, as blocking functions (no MCP here)."""
+"""The service over the run store: runs, candidates, evaluations, inspections and their views, as blocking
+functions (no MCP here).
+"""

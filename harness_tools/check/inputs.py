@@ -45,14 +45,14 @@ class CaseFootprint(NamedTuple):
     host: int  # an estimate of the peak host memory of the evaluation for this case (see case_footprint)
 
 
-def case_footprint(spec: TaskSpec, case: Case, backend: str) -> CaseFootprint:
+def case_footprint(spec: TaskSpec, case: Case, buffers_in_host_memory: bool) -> CaseFootprint:
     """Bytes of one case's buffers, and an estimate of the host memory its evaluation needs.
 
     Host memory, per buffer of n bytes and e elements: an input is drawn (n; float16 is drawn in float32
     first, +4e), saved to a file that usually lives in memory on /dev/shm (n) and, for a NumPy reference,
     upcast to float64 (8e); an output is downloaded to such a file (n) and compared with a float64
-    expected array (8e; a NumPy reference's own result, +8e). On the cpu backend the worker holds every
-    buffer in host memory too."""
+    expected array (8e; a NumPy reference's own result, +8e). Where the backend keeps buffers in host memory
+    (the cpu backend's worker), every buffer counts there too."""
     numpy_ref = isinstance(spec.reference, NumpyReference)
     buffers = host = 0
     for buf in spec.buffers:
@@ -63,7 +63,7 @@ def case_footprint(spec: TaskSpec, case: Case, backend: str) -> CaseFootprint:
             host += 2 * n + (4 * e if buf.dtype == "float16" else 0) + (8 * e if numpy_ref else 0)
         if buf.role != "in":
             host += n + 8 * e + (8 * e if numpy_ref else 0)
-    if backend == "cpu":
+    if buffers_in_host_memory:
         host += buffers
     return CaseFootprint(buffers=buffers, host=host)
 

@@ -1,1 +1,3 @@
-"""One case under an external tool, in a launcher process of its own: Nsight Compute (profile) and compute-sanitizer / the cpu race check (sanitize)."""
+"""One case under an external tool, in a launcher process of its own: Nsight Compute (profile) and
+compute-sanitizer or the cpu race check (sanitize).
+"""

@@ -64,7 +64,7 @@ def big_task(tmp_path):
 
 def test_a_case_bigger_than_host_memory_is_refused_before_anything_is_drawn(tmp_path, cpu_backend):
     task = big_task(tmp_path)
-    need = case_footprint(task.spec, task.spec.case("perf_big"), "cpu")
+    need = case_footprint(task.spec, task.spec.case("perf_big"), buffers_in_host_memory=True)
     assert need.buffers == 2 * ((1 << 36) * 4 + 4096)
     start = time.perf_counter()
     with pytest.raises(BackendError) as info:

@@ -13,6 +13,8 @@ import importlib
 import os
 from typing import Protocol, runtime_checkable
 
+from pydantic import BaseModel
+
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
 from cudaopt_mcp.errors import ProposerUnavailable
 
@@ -35,6 +37,15 @@ class Proposer(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ReportsUsage(Protocol):
+    """A proposer that spends something countable (an LLM: requests, tokens, cost): the loop's summary says how much."""
+
+    def usage(self) -> BaseModel:
+        """What was spent so far (a copy)."""
+        ...
 
 
 _REGISTRY: dict[str, str] = {

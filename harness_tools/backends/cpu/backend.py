@@ -49,7 +49,7 @@ def memory_limit() -> int:
 class CpuBackend(WorkerBackend):
     name = "cpu"
     traits = BackendTraits(clock="CPU wall clock", default_warmup=1, default_reps=5, profiler=False,
-                           sanitizer="race-check")
+                           buffers_in_host_memory=True, sanitizer="race-check")
 
     def __init__(self, device: int = 0):
         compiler()  # a clear BackendUnavailable before any worker starts when g++ is missing

@@ -35,7 +35,7 @@ def gpu_present() -> bool:
 class CudaBackend(WorkerBackend):
     name = "cuda"
     traits = BackendTraits(clock="CUDA events", default_warmup=10, default_reps=100, profiler=True,
-                           sanitizer="compute-sanitizer")
+                           buffers_in_host_memory=False, sanitizer="compute-sanitizer")
 
     def __init__(self, device: int = 0):
         if not gpu_present():

@@ -12,7 +12,8 @@ The secrets: a random token in a file the host can read, ``CUDAOPT_MCP_TOKEN`` a
 the server's environment. Only loopback addresses are ever dialled.
 
 The kit, by concern: :mod:`.leaks` (what must not leak and where to look), :mod:`.tasks` (the tasks
-attacked), :mod:`.payloads` (hostile kernels against the host), :mod:`.worker_attacks` (against the engine), :mod:`.processes` (what is left running or listening),
+attacked), :mod:`.payloads` (hostile kernels against the host), :mod:`.worker_attacks` (against the engine),
+:mod:`.processes` (what is left running or listening),
 :mod:`.sessions` (the servers under attack). Tests use it as ``kit.NAME``.
 """
 
