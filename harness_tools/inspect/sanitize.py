@@ -22,7 +22,8 @@ from harness_tools.compile import PROGRAM_NAME
 from harness_tools.errors import BackendError
 from harness_tools.evaluation import EvaluationConfig, evaluate
 from harness_tools.inspect.launcher import build_request, find_tool, launcher_command, pick_case, prepare_request, run_wrapped
-from harness_tools.inspect.sanitizer_report import SanitizerReport, parse_sanitizer_output
+from harness_tools.inspect.sanitizer_parse import parse_sanitizer_output
+from harness_tools.inspect.sanitizer_report import SanitizerReport
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.spec import Task
 

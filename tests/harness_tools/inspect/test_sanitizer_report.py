@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness_tools.inspect.sanitizer_report import MAX_FINDINGS, TEXT_CHARS, parse_sanitizer_output
+from harness_tools.inspect.sanitizer_parse import parse_sanitizer_output
+from harness_tools.inspect.sanitizer_report import MAX_FINDINGS, TEXT_CHARS
 
 BANNER = "========= COMPUTE-SANITIZER\n"
 
