@@ -39,6 +39,7 @@ from harness_tools.compile import CompileResult, compile_candidate, nvrtc_versio
 from harness_tools.compile.param_check import parameter_problem
 from harness_tools.errors import BackendError, CandidateError
 from harness_tools.run.scratch import scratch_dir
+from harness_tools.run.statistics import Interval, score_interval
 from harness_tools.run.timing import TimingPlan, TimingStats, geomean
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.expressions import evaluate_expression
@@ -100,6 +101,7 @@ class EvaluationResult(BaseModel):
     correct: bool
     cases: list[CaseResult] = Field(default_factory=list)
     score_ms: float | None = None
+    score_ci: Interval | None = Field(None, description="confidence interval of the score (run.statistics)")
     failure: str | None = Field(None, description="the first thing that went wrong, in one line")
     environment: Environment
     overhead: Overhead
@@ -150,9 +152,12 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
     if not result.cases:
         result.failure = (f"no {'/'.join(config.roles)} case of task {task.name} runs on the {backend.name} backend "
                           f"(cases name their backends in task.json)")
-    timed = [c.median_ms for c in result.cases if c.role == "performance"]
+    timed = [c.timing for c in result.cases if c.role == "performance"]
     if result.correct and timed and all(t is not None for t in timed):
-        result.score_ms = geomean(timed)  # type: ignore[arg-type]
+        stats = [t for t in timed if t is not None]
+        result.score_ms = geomean([t.median_ms for t in stats])
+        if all(t.median_ci is not None for t in stats):
+            result.score_ci = score_interval([t.median_ci for t in stats if t.median_ci is not None])
     overhead.total_ms = (time.perf_counter() - started) * 1e3
     return result
 

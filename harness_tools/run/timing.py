@@ -11,7 +11,8 @@ Method (:func:`measure`), on one stream:
 Each launch thus starts with a cold L2 holding only clean lines. (A memset flush would leave dirty lines
 whose write-back lands inside the timed kernel: ~10 µs per launch on an H200, which Nsight Compute's own
 flush does not charge.) Statistics (:func:`summarize`) keep the samples: median, min, max, mean,
-inter-quartile range and the coefficient of variation (stdev / mean).
+inter-quartile range, the coefficient of variation (stdev / mean) and a confidence interval of the median
+(:mod:`harness_tools.run.statistics`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, Field
+
+from harness_tools.run.statistics import Interval, median_interval
 
 
 class TimingPlan(BaseModel):
@@ -40,6 +43,7 @@ class TimingStats(BaseModel):
     cv: float = Field(description="coefficient of variation: stdev / mean")
     n: int
     samples_ms: list[float] = Field(default_factory=list)
+    median_ci: Interval | None = Field(None, description="95 % confidence interval of the median (order statistics)")
 
 
 class DeviceTimer(Protocol):
@@ -83,6 +87,7 @@ def summarize(samples_ms: Sequence[float], clock: str = "cuda-events") -> Timing
         cv=stdev / mean if mean > 0 else 0.0,
         n=len(data),
         samples_ms=list(samples_ms),
+        median_ci=median_interval(data),
     )
 
 
