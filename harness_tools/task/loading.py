@@ -1,7 +1,8 @@
 """Loading a task: a folder (``task.json`` plus the files it names) or an inline spec, validated up front.
 
 Every problem raises :class:`~harness_tools.errors.TaskSpecError` naming the file, the field and what is
-wrong: the spec's own fields (:mod:`harness_tools.task.spec`), that its parts agree with each other, that
+wrong: the spec's own fields (:mod:`harness_tools.task.spec`), that its parts agree with each other (hidden
+cases and ``size_rules`` included), that
 every file it names is a plain file inside the folder, that stored arrays match their dtype and shape, and
 that every size and launch expression parses.
 """
@@ -26,6 +27,7 @@ from harness_tools.task.spec import (
     MAX_TASK_FILE_BYTES,
     BufferParam,
     Case,
+    HiddenCase,
     KernelReference,
     NumpyReference,
     StoredReference,
@@ -141,16 +143,45 @@ def _inconsistency(spec: TaskSpec) -> tuple[str, str] | None:
                 return f"params.{i}.{'shape' if isinstance(p, BufferParam) else 'value'}", str(exc)
             if unknown:
                 return f"params.{i}", f"parameter {p.name!r} uses unknown size symbols {sorted(unknown)}"
-    for i, c in enumerate(spec.cases):
+    for field, c in all_cases(spec):
         if set(c.sizes) != symbols:
-            return f"cases.{i}.sizes", f"case {c.name!r} sizes {sorted(c.sizes)} must give exactly {sorted(symbols)}"
-    names = [c.name for c in spec.cases]
-    for i, name in enumerate(names):
-        if name in names[:i]:
-            return f"cases.{i}.name", f"case name {name!r} repeats"
+            return f"{field}.sizes", f"case {c.name!r} sizes {sorted(c.sizes)} must give exactly {sorted(symbols)}"
+    seen: set[str] = set()
+    for field, c in all_cases(spec):
+        if c.name in seen:
+            return f"{field}.name", f"case name {c.name!r} repeats (hidden cases included)"
+        seen.add(c.name)
+    problem = _rules_inconsistency(spec)
+    if problem:
+        return problem
     for p in spec.outputs:
         if p.dtype not in spec.tolerance:
             return "tolerance", f"no tolerance for output dtype {p.dtype!r} of {p.name!r}"
+    return None
+
+
+def all_cases(spec: TaskSpec) -> list[tuple[str, Case | HiddenCase]]:
+    """Every case with the field that names it: ``cases.i`` then ``hidden.cases.i``."""
+    return ([(f"cases.{i}", c) for i, c in enumerate(spec.cases)]
+            + [(f"hidden.cases.{i}", c) for i, c in enumerate(spec.hidden.cases)])
+
+
+def _rules_inconsistency(spec: TaskSpec) -> tuple[str, str] | None:
+    """size_rules name known sizes, a size is in one equal group at most, and every case obeys them."""
+    rules = spec.size_rules
+    if rules is None:
+        return None
+    unknown = rules.names() - set(spec.sizes)
+    if unknown:
+        return "size_rules", f"unknown size names {sorted(unknown)} (sizes: {spec.sizes})"
+    grouped = [n for g in rules.equal for n in g]
+    twice = sorted({n for n in grouped if grouped.count(n) > 1})
+    if twice:
+        return "size_rules.equal", f"sizes {twice} appear in more than one group (or twice in one): merge the groups"
+    for field, c in all_cases(spec):
+        problem = rules.problem(c.sizes)
+        if problem:
+            return f"{field}.sizes", f"case {c.name!r}: {problem}"
     return None
 
 
@@ -174,7 +205,7 @@ def _check_files(spec: TaskSpec, folder: Path, source: str) -> None:
     if isinstance(ref, StoredReference):
         if Path(ref.dir).is_absolute() or ".." in Path(ref.dir).parts:
             raise TaskSpecError(source, "reference.dir", f"{ref.dir!r} must be a folder inside the task folder")
-        for case in spec.cases:
+        for _, case in all_cases(spec):  # a hidden case of a stored reference needs its arrays too
             for buf in spec.buffers:
                 f = folder / ref.dir / case.name / f"{buf.name}.npy"
                 if not f.is_file():
@@ -187,7 +218,7 @@ def _check_files(spec: TaskSpec, folder: Path, source: str) -> None:
                     raise TaskSpecError(str(f), f"reference.dir (case {case.name}, buffer {buf.name})", problem)
 
 
-def _stored_array_problem(path: Path, buf: BufferParam, spec: TaskSpec, case: Case) -> str | None:
+def _stored_array_problem(path: Path, buf: BufferParam, spec: TaskSpec, case: Case | HiddenCase) -> str | None:
     """Read only the .npy header: the array must have the spec's shape, and inputs the buffer's dtype."""
     try:
         with open(path, "rb") as f:
@@ -213,34 +244,43 @@ def _stored_array_problem(path: Path, buf: BufferParam, spec: TaskSpec, case: Ca
 
 def _check_expressions(spec: TaskSpec, source: str) -> None:
     """Evaluate shapes and scalar values for every case now, so a typo fails at load time."""
-    for c, case in enumerate(spec.cases):
-        total = 0
-        for i, p in enumerate(spec.params):
+    for where, case in all_cases(spec):
+        problem = sizes_problem(spec, case.sizes)
+        if problem:
+            field, text = problem
+            field = f"{field} in case {case.name!r}" if field.startswith("params.") else field
+            raise TaskSpecError(source, field.replace("(case)", f"{where} ({case.name})"), text)
+
+
+def sizes_problem(spec: TaskSpec, sizes: dict[str, int]) -> tuple[str, str] | None:
+    """(field, problem) when these sizes cannot make a case of ``spec``: a shape not positive, a scalar that
+    does not fit its dtype, more than ``MAX_CASE_BYTES`` of buffers, a metric that does not evaluate."""
+    total = 0
+    for i, p in enumerate(spec.params):
+        try:
+            if isinstance(p, BufferParam):
+                shape = spec.shape_of(p, sizes)
+                if any(d <= 0 for d in shape):
+                    raise ExpressionError(f"shape {shape} has a non-positive dimension")
+                total += buffer_bytes(p, shape)
+            else:
+                value = expressions.evaluate_expression(p.value, sizes)
+                if not is_float(p.dtype):
+                    info = np.iinfo(numpy_dtype(p.dtype))
+                    if not info.min <= value <= info.max:
+                        raise ExpressionError(f"value {value} does not fit {p.dtype} ({info.min}..{info.max})")
+        except ExpressionError as exc:
+            return f"params.{i} ({p.name})", str(exc)
+    if total > MAX_CASE_BYTES:
+        return "(case)", f"the case needs {total / 1e9:.1f} GB of buffers; at most {MAX_CASE_BYTES / 1e9:.0f} GB are accepted"
+    for field in ("flops", "bytes") if spec.metrics else ():
+        e = getattr(spec.metrics, field)
+        if e is not None:
             try:
-                if isinstance(p, BufferParam):
-                    shape = spec.shape_of(p, case.sizes)
-                    if any(d <= 0 for d in shape):
-                        raise ExpressionError(f"shape {shape} has a non-positive dimension")
-                    total += buffer_bytes(p, shape)
-                else:
-                    value = expressions.evaluate_expression(p.value, case.sizes)
-                    if not is_float(p.dtype):
-                        info = np.iinfo(numpy_dtype(p.dtype))
-                        if not info.min <= value <= info.max:
-                            raise ExpressionError(f"value {value} does not fit {p.dtype} ({info.min}..{info.max})")
+                expressions.evaluate_expression(e, sizes)
             except ExpressionError as exc:
-                raise TaskSpecError(source, f"params.{i} ({p.name}) in case {case.name!r}", str(exc)) from None
-        if total > MAX_CASE_BYTES:
-            raise TaskSpecError(source, f"cases.{c} ({case.name})", f"the case needs {total / 1e9:.1f} GB of buffers; "
-                                                                    f"at most {MAX_CASE_BYTES / 1e9:.0f} GB are accepted")
-        if spec.metrics:
-            for field in ("flops", "bytes"):
-                e = getattr(spec.metrics, field)
-                if e is not None:
-                    try:
-                        expressions.evaluate_expression(e, case.sizes)
-                    except ExpressionError as exc:
-                        raise TaskSpecError(source, f"metrics.{field}", str(exc)) from None
+                return f"metrics.{field}", str(exc)
+    return None
 
 
 def bundled_task_names() -> list[str]:

@@ -9,6 +9,11 @@ is used: names that become file names or C identifiers are ASCII identifiers; li
 numbers have caps (``MAX_*`` below); no file of the folder is a symbolic link leading out of it, nor a
 FIFO or device; stored arrays match the spec's dtype and shape; and no case needs more than
 ``MAX_CASE_BYTES`` of buffers (whether a case fits *this* machine is checked when it is evaluated).
+
+Hidden cases (``hidden``) are kept apart from ``cases``: no role, never returned by :meth:`TaskSpec.cases_for`,
+so nothing that evaluates, lists or exports the task's cases can reach them. They are checked only by
+:mod:`harness_tools.check.hidden_shapes` (named ones, plus sizes derived from the validation cases), and
+``size_rules`` states what every size must obey (sizes that stay equal, multiples, maxima), for all cases.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ MAX_FILE_NAME_CHARS = 128
 MAX_PARAMS = 64
 MAX_SIZES = 32
 MAX_CASES = 256
+MAX_HIDDEN_CASES = 32
 MAX_DIMS = 8
 MAX_DEFINES = 64
 MAX_TUNABLES = 32
@@ -62,6 +68,7 @@ BoundedInt = Annotated[int, Field(ge=-MAX_INT, le=MAX_INT)]
 BoundedFloat = Annotated[float, Field(allow_inf_nan=False)]  # floats cost the same at any size: finite is enough
 SizeValue = Annotated[int, Field(ge=-(1 << 63), lt=1 << 63)]
 ExprText = Annotated[str, Field(max_length=expressions.MAX_EXPRESSION_CHARS)]
+BackendNames = list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]] | None
 
 DType = Literal[
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"
@@ -126,12 +133,59 @@ class Case(Strict):
     name: CaseName
     role: Literal["validation", "performance"]
     sizes: dict[SizeName, SizeValue] = Field(max_length=MAX_SIZES)
-    backends: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]] | None = Field(
-        None, min_length=1, max_length=MAX_BACKENDS, description="the backends this case runs on (default: all); e.g. GPU-sized performance "
-                                        "cases ['cuda'] and a CPU-sized one ['cpu']")
+    backends: BackendNames = Field(None, min_length=1, max_length=MAX_BACKENDS,
+                                   description="the backends this case runs on (default: all); e.g. GPU-sized "
+                                               "performance cases ['cuda'] and a CPU-sized one ['cpu']")
 
     def runs_on(self, backend: str) -> bool:
         return self.backends is None or backend in self.backends
+
+
+class HiddenCase(Strict):
+    """A case the model never sees: correctness only, checked before a candidate may become a run's best."""
+
+    name: CaseName
+    sizes: dict[SizeName, SizeValue] = Field(max_length=MAX_SIZES)
+    backends: BackendNames = Field(None, min_length=1, max_length=MAX_BACKENDS,
+                                   description="the backends this case runs on (default: all)")
+
+    def runs_on(self, backend: str) -> bool:
+        return self.backends is None or backend in self.backends
+
+
+class HiddenSpec(Strict):
+    """The task's hidden cases, and whether cudaopt derives more from the validation cases' sizes."""
+
+    cases: list[HiddenCase] = Field(default_factory=list, max_length=MAX_HIDDEN_CASES)
+    derive: bool = Field(True, description="also derive hidden sizes (odd, prime, around powers of two and tile "
+                                           "sizes) from the validation cases; false: the named cases only")
+
+
+class SizeRules(Strict):
+    """What every size of every case obeys; derived hidden sizes keep to it too."""
+
+    equal: list[Annotated[list[SizeName], Field(min_length=2, max_length=MAX_SIZES)]] = Field(
+        default_factory=list, max_length=MAX_SIZES, description="groups of sizes that are always equal")
+    multiple_of: dict[SizeName, Annotated[int, Field(ge=1, le=1 << 32)]] = Field(
+        default_factory=dict, max_length=MAX_SIZES, description="sizes that are always a multiple of this")
+    max: dict[SizeName, Annotated[int, Field(ge=1, lt=1 << 63)]] = Field(
+        default_factory=dict, max_length=MAX_SIZES, description="largest value a size may take")
+
+    def problem(self, sizes: dict[str, int]) -> str | None:
+        """Why ``sizes`` break a rule (or None)."""
+        for group in self.equal:
+            if len({sizes[n] for n in group}) > 1:
+                return f"sizes {', '.join(group)} must be equal (size_rules.equal)"
+        for name, m in self.multiple_of.items():
+            if sizes[name] % m:
+                return f"size {name} must be a multiple of {m} (size_rules.multiple_of)"
+        for name, top in self.max.items():
+            if sizes[name] > top:
+                return f"size {name} must be at most {top} (size_rules.max)"
+        return None
+
+    def names(self) -> set[str]:
+        return {n for g in self.equal for n in g} | set(self.multiple_of) | set(self.max)
 
 
 class LaunchSpec(Strict):
@@ -216,6 +270,8 @@ class TaskSpec(Strict):
     baseline: KernelSource
     tunables: Tunables | None = None
     metrics: Metrics | None = None
+    hidden: HiddenSpec = Field(default_factory=HiddenSpec, description="cases the model never sees")
+    size_rules: SizeRules | None = None
 
     @field_validator("kernel_name")
     @classmethod
@@ -243,7 +299,8 @@ class TaskSpec(Strict):
         return [p for p in self.buffers if p.role != "in"]
 
     def cases_for(self, roles: list[str], backend: str) -> list[Case]:
-        """The cases of these roles that run on ``backend``: validation cases first, then performance."""
+        """The cases of these roles that run on ``backend``: validation cases first, then performance.
+        Never a hidden case: those live in ``hidden`` and have no role."""
         return [c for role in ("validation", "performance") if role in roles
                 for c in self.cases if c.role == role and c.runs_on(backend)]
 
