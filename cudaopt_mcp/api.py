@@ -279,6 +279,17 @@ class EvaluateOutput(BaseModel):
     elapsed_s: float
 
 
+class HiddenVerdict(BaseModel):
+    """A candidate on the task's hidden cases (correctness only). Names classes, never a size: the sizes stay
+    in a private record, so a kernel cannot be tuned to them."""
+
+    passed: bool = Field(description="every hidden case passed (a candidate that did not is never the best)")
+    checked: int = Field(description="how many hidden cases ran")
+    failed_classes: list[str] = Field(default_factory=list, description="classes of the hidden cases that did not "
+                                                                        "pass, e.g. 'odd', 'tile+1', 'task-hidden'")
+    message: str
+
+
 class CompareOutput(BaseModel):
     run_id: str
     candidate_id: str

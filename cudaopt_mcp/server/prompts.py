@@ -11,6 +11,7 @@ from cudaopt_mcp.errors import RunError
 from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.state import ServerState
 from cudaopt_mcp.templates import load_template
+from harness_tools.check.hidden_shapes import hidden_shapes
 from harness_tools.inspect.ncu_summary import ProfileSummary
 
 MAX_SOURCE_CHARS = 12000
@@ -28,6 +29,9 @@ def render_optimize(state: ServerState, run_id: str, mode: str = "tools") -> str
     info = S.run_info(store, record, state.backend_name, state.is_active, recent=1)
     cases = "\n".join(f"- {c.name} ({c.role}): " + ", ".join(f"{k}={v}" for k, v in c.sizes.items())
                       for c in task.spec.cases_for(["validation", "performance"], record.backend))
+    if hidden_shapes(task.spec, record.backend):  # that they exist, never which: sizes shown would be tuned to
+        cases += ("\n- hidden cases of other sizes, never shown: a candidate becomes the best only if it passes "
+                  "them too, so handle any size")
     tolerances = "; ".join(f"{dtype}: atol={t.atol}, rtol={t.rtol}" for dtype, t in summary.tolerance.items())
     budget = (f"{info.budget.used} candidates used of {info.budget.max_candidates}" if info.budget.max_candidates
               else f"{info.budget.used} candidates used (no limit)")

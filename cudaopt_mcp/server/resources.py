@@ -10,6 +10,8 @@
 
 The templates are :mod:`cudaopt_mcp.api`'s constants, so the links the tools hand out resolve here.
 Every id and name is validated by the run store before a path is built; unknown ones are refused.
+Hidden cases are never served: task.json loses its ``hidden`` block, and the hidden check's record has a
+name no artifact pattern admits (:mod:`cudaopt_mcp.service.hidden`).
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from cudaopt_mcp.api import (
 )
 from cudaopt_mcp.errors import RunError
 from cudaopt_mcp.service import views as S
+from cudaopt_mcp.service.hidden import public_task_json
 from cudaopt_mcp.service.runs import ARTIFACT
 from cudaopt_mcp.service.state import ServerState
+from harness_tools.task.loading import TASK_FILE
 
 MIME = {".cu": "text/x-cuda", ".cuh": "text/x-cuda", ".json": "application/json", ".jsonl": "application/x-ndjson",
         ".log": "text/plain", ".py": "text/x-python", ".npy": "application/octet-stream"}
@@ -99,13 +103,14 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
     @server.resource(TASK_FILE_TEMPLATE, name="task file")
     @guarded
     def task_file(run_id: str, name: str) -> str:
-        """A file of the run's own copy of its task: task.json, the baseline source, the tunable kernel."""
+        """A file of the run's own copy of its task: task.json (without its hidden cases), the baseline source,
+        the tunable kernel."""
         if not ARTIFACT.match(name) or ".." in name:
             raise RunError(f"invalid task file name {name!r}")
         path = state_of().store.run_file(run_id, "task") / name
         if not path.is_file():
             raise RunError(f"run {run_id}'s task has no file {name!r}")
-        return path.read_text()
+        return public_task_json(path.read_text()) if name == TASK_FILE else path.read_text()
 
     @server.resource(ARTIFACT_TEMPLATE, name="candidate artifact")
     @guarded
