@@ -7,12 +7,15 @@ records then hold the sizes), and the best is exported; then everything a client
 
 from __future__ import annotations
 
+import base64
 import copy
+import io
 import json
 import re
 from pathlib import Path
 
 import anyio
+import numpy as np
 from mcp import Client
 
 from cudaopt_mcp.server.app import build_server
@@ -41,7 +44,22 @@ def dump(result) -> str:
 
 
 def contents(read) -> str:
-    return "\n".join(getattr(c, "text", None) or str(getattr(c, "blob", "")) for c in read.contents)
+    """A resource's text; of a binary one (a kept .npy output) its NumPy header, where shapes would show."""
+    parts = []
+    for c in read.contents:
+        if getattr(c, "text", None) is not None:
+            parts.append(c.text)
+            continue
+        data = io.BytesIO(base64.b64decode(c.blob))
+        read_header = (np.lib.format.read_array_header_1_0 if np.lib.format.read_magic(data) == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        parts.append(repr(read_header(data)))
+    return "\n".join(parts)
+
+
+def shows(text: str, value: int) -> bool:
+    """``value`` as a number of its own (not inside a float, a seed, a hex digest or an id)."""
+    return re.search(rf"(?<![0-9A-Za-z.]){value}(?![0-9A-Za-z.])", text) is not None
 
 
 async def _sweep(c: Client, state: ServerState, folder: Path) -> list[str]:
@@ -81,7 +99,7 @@ async def _sweep(c: Client, state: ServerState, folder: Path) -> list[str]:
     await tool("history", run_id=run_id)
     await tool("best", run_id=run_id)
     seen.append(json.dumps([r.model_dump(mode="json") for r in (await c.list_resources()).resources]))
-    uris = [f"cudaopt://runs", f"cudaopt://runs/{run_id}", f"cudaopt://runs/{run_id}/history",
+    uris = ["cudaopt://runs", f"cudaopt://runs/{run_id}", f"cudaopt://runs/{run_id}/history",
             f"cudaopt://runs/{run_id}/best/best_kernel.cu", f"cudaopt://runs/{run_id}/best/best_launch.json"]
     uris += [f"cudaopt://runs/{run_id}/task/{p.name}" for p in sorted((state.store.run_dir(run_id) / "task").iterdir())
              if p.is_file() and ARTIFACT.match(p.name)]
@@ -120,10 +138,11 @@ def test_no_tool_output_resource_or_prompt_shows_a_hidden_size(tmp_path):
     finally:
         state.close()
     # the haystack is real: public sizes and names are in it, and the private records hold the secret ones
-    assert all(re.search(rf"(?<![\d.]){n}(?![\d.])", seen) for n in public) and "val_c" in seen
+    assert all(shows(seen, n) for n in public) and "val_c" in seen and "((768,), False" in seen  # outputs too
     private = "\n".join(p.read_text() for p in (tmp_path / "results").glob(f"run-*/candidates/*/{PRIVATE_RECORD}"))
     assert all(str(n) in private for n in secret_sizes) and all(name in private for name in secret_names)
-    leaked = sorted(n for n in secret_sizes if re.search(rf"(?<![\d.]){n}(?![\d.])", seen))
-    assert not leaked, f"hidden sizes {leaked} appear in what a client reads"
+    leaked = {n: seen[max(m.start() - 80, 0):m.end() + 40] for n in secret_sizes
+              for m in [re.search(rf"(?<![0-9A-Za-z.]){n}(?![0-9A-Za-z.])", seen)] if m}
+    assert not leaked, f"hidden sizes appear in what a client reads: {leaked}"
     assert not [name for name in secret_names if name in seen]
     assert PRIVATE_RECORD not in seen

@@ -8,6 +8,7 @@ import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness_tools.check.hidden_shapes import (
@@ -200,3 +201,19 @@ def test_bundled_tasks_name_hidden_cases_and_derive():
         assert s.hidden.cases and s.hidden.derive, name
         public = {json.dumps(c.sizes, sort_keys=True) for c in s.cases}
         assert not public & {json.dumps(c.sizes, sort_keys=True) for c in s.hidden.cases}, name
+
+
+def test_a_hidden_case_of_a_stored_reference_needs_its_arrays(tmp_path):
+    folder = tmp_path / "mm"
+    shapes = {"A": (64, 32), "B": (32, 64), "C": (64, 64)}
+    for case in ("v1", "h"):
+        (folder / "expected" / case).mkdir(parents=True)
+        for buf, shape in shapes.items():
+            if case == "v1" or buf != "C":  # the hidden case lacks its expected output
+                np.save(folder / "expected" / case / f"{buf}.npy", np.ones(shape, np.float32))
+    hidden = {"cases": [{"name": "h", "sizes": {"M": 64, "N": 64, "K": 32}}]}
+    with pytest.raises(TaskSpecError) as info:
+        _load(tmp_path, cases=MATMUL["cases"][:1], reference={"kind": "stored"}, hidden=hidden)
+    assert info.value.field == "reference.dir" and str(folder / "expected" / "h" / "C.npy") in info.value.problem
+    np.save(folder / "expected" / "h" / "C.npy", np.ones(shapes["C"], np.float32))
+    _load(tmp_path, cases=MATMUL["cases"][:1], reference={"kind": "stored"}, hidden=hidden)
