@@ -84,10 +84,30 @@ CLASSES: dict[str, Callable[[int, int], int]] = {
 }
 
 
+_WITNESSES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)  # decide Miller-Rabin exactly below 3.3e24
+
+
 def _is_prime(n: int) -> bool:
+    """Deterministic Miller-Rabin: sizes may be int64, too big for trial division."""
     if n < 2:
         return False
-    return all(n % d for d in range(2, math.isqrt(n) + 1))
+    for p in _WITNESSES:
+        if n % p == 0:
+            return n == p
+    d, r = n - 1, 0
+    while d % 2 == 0:
+        d, r = d // 2, r + 1
+    for a in _WITNESSES:
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(r - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
 
 
 # ---- the task's side: units, tiles, templates ---------------------------------------------------------------

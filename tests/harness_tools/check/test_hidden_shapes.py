@@ -16,6 +16,7 @@ from harness_tools.check.hidden_shapes import (
     GROWTH,
     MAX_DERIVED,
     TASK_HIDDEN,
+    _is_prime,
     derived_sizes,
     hidden_shapes,
     hidden_task,
@@ -217,3 +218,14 @@ def test_a_hidden_case_of_a_stored_reference_needs_its_arrays(tmp_path):
     assert info.value.field == "reference.dir" and str(folder / "expected" / "h" / "C.npy") in info.value.problem
     np.save(folder / "expected" / "h" / "C.npy", np.ones(shapes["C"], np.float32))
     _load(tmp_path, cases=MATMUL["cases"][:1], reference={"kind": "stored"}, hidden=hidden)
+
+
+def test_prime_sizes_of_int64_magnitude_are_found_quickly_and_are_prime():
+    raw = copy.deepcopy(MATMUL)
+    raw.update(params=[{"kind": "buffer", "name": "out", "dtype": "int64", "shape": [4], "role": "out"},
+                       {"kind": "scalar", "name": "n", "dtype": "int64", "value": "n"}],
+               sizes=["n"], cases=[{"name": "v", "role": "validation", "sizes": {"n": 10**15}}],
+               tolerance={"int64": {}}, tunables=None)
+    prime = dict(derived_sizes(TaskSpec.model_validate(raw), "cpu"))["prime"]["n"]
+    assert 10**15 < prime < 10**15 + 1000 and all(prime % d for d in range(2, 200_000))
+    assert [n for n in range(3000) if _is_prime(n)] == [n for n in range(2, 3000) if all(n % d for d in range(2, n))]
