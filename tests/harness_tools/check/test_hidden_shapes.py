@@ -16,12 +16,12 @@ from harness_tools.check.hidden_shapes import (
     GROWTH,
     MAX_DERIVED,
     TASK_HIDDEN,
-    _is_prime,
     derived_sizes,
     hidden_shapes,
     hidden_task,
     tile_sizes,
 )
+from harness_tools.check.hidden_shapes import _is_prime as miller_rabin
 from harness_tools.errors import TaskSpecError
 from harness_tools.task.loading import BUNDLED_DIR, bundled_task_names, load_task, resolve_task
 from harness_tools.task.spec import TaskSpec, buffer_bytes
@@ -228,4 +228,4 @@ def test_prime_sizes_of_int64_magnitude_are_found_quickly_and_are_prime():
                tolerance={"int64": {}}, tunables=None)
     prime = dict(derived_sizes(TaskSpec.model_validate(raw), "cpu"))["prime"]["n"]
     assert 10**15 < prime < 10**15 + 1000 and all(prime % d for d in range(2, 200_000))
-    assert [n for n in range(3000) if _is_prime(n)] == [n for n in range(2, 3000) if all(n % d for d in range(2, n))]
+    assert [n for n in range(3000) if miller_rabin(n)] == [n for n in range(2, 3000) if all(n % d for d in range(2, n))]
