@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from harness_tools.backends import ExecutionBackend, RaceChecker, backend_traits
 from harness_tools.backends.contract import ArgSpec, CaseRequest, CaseRun, DeviceInfo, RaceReport
 from harness_tools.backends.environment import Environment, read_clocks
-from harness_tools.check.case_request import case_arguments, case_inputs, case_request
+from harness_tools.check.case_request import case_arguments, case_inputs, case_request, placement_for
 from harness_tools.check.compare import OutputComparison, compare
 from harness_tools.check.inputs import available_host_bytes, case_footprint, fresh_seed
 from harness_tools.check.reference import expected_outputs
@@ -237,7 +237,8 @@ class _CaseRunner:
         self.overhead.reference_ms += (t2 - t1) * 1e3
         timing = self.config.timing if case.role == "performance" and not self.any_failed else None
         timing = timing if timing is not None and timing.reps > 0 else None
-        request = case_request(candidate, self.compiled.cubin, (grid, block, shared), args, case_dir / "out", timing)
+        request = case_request(candidate, self.compiled.cubin, (grid, block, shared), args, case_dir / "out", timing,
+                               placement_for(case.role))
         run = self.backend.run_case(request, max(self._left(), MIN_CASE_S))
         self.overhead.load_ms += run.load_ms
         self.overhead.validate_ms += run.run_ms

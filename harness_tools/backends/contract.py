@@ -7,14 +7,59 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from harness_tools.run.timing import TimingPlan, TimingStats
 
-# What a backend writes before a launch: outputs filled with POISON_BYTE (NaN bytes for floats) unless the
-# task gives an initial value, and a poisoned tail of TAIL_BYTES after every input buffer.
+# ---- what a backend writes around and into every buffer before a launch (docs/oracle.md) ----------------
+# Three patterns that no copy can carry from one to another:
+# * outputs without a declared `initial` are prefilled with POISON_BYTE (NaN for every float width, -1/max
+#   for integers): an element the kernel leaves unwritten reads as NaN and fails the comparison;
+# * the bytes around an input (front pad, slack, tail) hold INPUT_TAIL_WORDS[dtype], a signalling NaN for
+#   floats (arithmetic on it gives NaN; on the cpu it is quietened, so even `x[n] *= 1` changes its bits)
+#   and 0xA5.. for integers (a large magnitude: used as an index it lands far away and faults);
+# * the bytes around an output or inout buffer hold WRITABLE_TAIL_WORD, an ordinary finite value.
+# The input words are made of the bytes 7D, BD, F7, 7F, A5 and the writable word of 5A only, so bytes copied
+# (at any width or offset) from an input's surroundings or from a prefilled output into a writable tail
+# always change it, and so does a NaN any arithmetic produces. Each word is 32 bits whose period divides
+# its dtype's size, tiled from the start of each region (regions start on element boundaries).
 POISON_BYTE = 0xFF
+INPUT_TAIL_WORDS = {"float16": 0x7D7D7D7D, "float32": 0x7FBD7D7D, "float64": 0x7FF77D7D}
+INTEGER_INPUT_TAIL_WORD = 0xA5A5A5A5
+WRITABLE_TAIL_WORD = 0x5A5A5A5A
 TAIL_BYTES = 4096
+
+# Where a buffer sits in memory (CaseRequest.placement):
+# * "tail": as cudaMalloc places it, 256-byte aligned, followed by at least TAIL_BYTES of tail pattern
+#   (cuda: cuMemAlloc(n + TAIL_BYTES); cpu: slack < 256 bytes, then a guard page). Writes past the end show
+#   as a changed tail; reads past the end see the pattern. Timed cases use it: their buffers keep the
+#   alignment production code gets, so timings are not skewed by placement.
+# * "guard": the data ends GUARD_ALIGN-aligned at most GUARD_ALIGN - 1 bytes before an inaccessible page
+#   (cuda: the next granule of the reserved address range is unmapped; cpu: a PROT_NONE page), so a read or
+#   write just past the end faults. The start stays GUARD_ALIGN-aligned because float4/int4/double2 loads
+#   need 16-byte alignment; the (< 16 byte) slack between the end and the page holds the tail pattern and
+#   is checked like a tail. Validation cases use it.
+Placement = Literal["tail", "guard"]
+TAIL_ALIGN = 256
+GUARD_ALIGN = 16
+
+
+def tail_word(dtype: str, role: str | None) -> int:
+    """The 32-bit pattern around a buffer of ``dtype`` with ``role`` (see above)."""
+    if role != "in":
+        return WRITABLE_TAIL_WORD
+    return INPUT_TAIL_WORDS.get(dtype, INTEGER_INPUT_TAIL_WORD)
+
+
+def tail_pattern(word: int, nbytes: int) -> np.ndarray:
+    """``nbytes`` bytes of ``word`` (little-endian) tiled from the start, as every backend fills a region."""
+    return np.full(-(-nbytes // 4), word, dtype="<u4").view(np.uint8)[:nbytes]
+
+
+def placement_alignment(placement: Placement) -> int:
+    return GUARD_ALIGN if placement == "guard" else TAIL_ALIGN
+
 
 RunStatus = Literal["ok", "launch_error", "crashed", "timeout", "invalid_launch"]
 
@@ -44,6 +89,8 @@ class CaseRequest(BaseModel):
     args: list[ArgSpec]
     output_dir: str
     timing: TimingPlan | None = None
+    placement: Placement = Field("tail", description="where buffers sit: 'guard' ends each at an inaccessible page "
+                                 "(validation), 'tail' keeps cudaMalloc's alignment with a checked tail (timing)")
 
 
 class CaseRun(BaseModel):
@@ -52,7 +99,8 @@ class CaseRun(BaseModel):
     message: str | None = None
     outputs: dict[str, str] = Field(default_factory=dict, description="buffer name → .npy path")
     modified_inputs: list[str] = Field(default_factory=list)
-    overruns: list[str] = Field(default_factory=list, description="buffers whose poisoned tail was overwritten")
+    overruns: list[str] = Field(default_factory=list, description="buffers whose surroundings (front pad, slack, tail) changed: a write "
+                                     "outside the buffer")
     timing: TimingStats | None = None
     load_ms: float = 0.0
     setup_ms: float = Field(0.0, description="allocating the buffers and filling the inputs")

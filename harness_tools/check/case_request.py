@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness_tools.backends.contract import ArgSpec, CaseRequest
+from harness_tools.backends.contract import ArgSpec, CaseRequest, Placement
 from harness_tools.check.inputs import draw_inputs, scalar_arguments, stored_inputs
 from harness_tools.run.scratch import CACHE as INPUT_FILES
 from harness_tools.run.timing import TimingPlan
@@ -23,12 +23,22 @@ Launch = tuple[tuple[int, int, int], tuple[int, int, int], int]  # grid, block, 
 
 
 def case_request(candidate: Candidate, cubin: bytes | None, launch: Launch, args: list[ArgSpec], output_dir: Path,
-                 timing: TimingPlan | None = None) -> CaseRequest:
-    """The request that runs ``candidate`` (compiled to ``cubin``) once with ``args``, timed by ``timing``."""
+                 timing: TimingPlan | None = None, placement: Placement = "tail") -> CaseRequest:
+    """The request that runs ``candidate`` (compiled to ``cubin``) once with ``args``, timed by ``timing``.
+
+    ``placement``: "guard" for validation cases (every buffer ends at an inaccessible page, so reads and writes
+    just past an end fault), "tail" where the buffers must sit as cudaMalloc puts them (timed cases, the
+    reference kernel, external tools); see :data:`harness_tools.backends.contract.Placement`."""
     grid, block, shared = launch
     return CaseRequest(kernel_name=candidate.kernel_name, cubin=cubin or b"", source=candidate.source,
                        defines={k: str(v) for k, v in candidate.defines.items()}, options=list(candidate.options),
-                       grid=grid, block=block, shared_mem=shared, args=args, timing=timing, output_dir=str(output_dir))
+                       grid=grid, block=block, shared_mem=shared, args=args, timing=timing, output_dir=str(output_dir),
+                       placement=placement)
+
+
+def placement_for(role: str) -> Placement:
+    """Validation cases run guarded; performance cases keep the placement their timings are taken in."""
+    return "guard" if role == "validation" else "tail"
 
 
 def case_inputs(task: Task, case: Case, seed: int) -> tuple[dict[str, np.ndarray], dict[str, Path]]:

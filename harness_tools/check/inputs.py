@@ -2,10 +2,12 @@
 
 * Every evaluation draws fresh inputs from a recorded seed, so any result can be replayed exactly.
   Each buffer's stream is keyed by (seed, case name, buffer name): one case never shifts another.
-* Poison is the byte 0xFF: a NaN for every float width and -1/max for integers. Outputs are poisoned
-  before every launch unless the task declares an initial value (e.g. 0 for an atomic accumulator).
-* Every device buffer is followed by ``TAIL_BYTES`` of poison. Out-of-bounds reads of inputs then see
-  NaN, and writes past any buffer's end show up as a changed tail.
+* Outputs are prefilled with the byte 0xFF (a NaN for every float width, -1/max for integers) before every
+  launch unless the task declares an initial value (e.g. 0 for an atomic accumulator).
+* The backends surround every buffer with a tail pattern (:mod:`harness_tools.backends.contract`: NaN for
+  inputs, a different finite pattern for outputs) and, for validation cases, end it at an inaccessible
+  page. Out-of-bounds reads of inputs see NaN or fault; writes outside any buffer show up as a changed
+  pattern or fault. docs/oracle.md has the details.
 
 Before any of it, :func:`case_footprint` says from the spec alone (dtype x shape of every buffer) how
 much memory a case needs, so a case too big for the machine is refused with a message, not a
@@ -41,7 +43,9 @@ from harness_tools.task.spec import (
 class CaseFootprint(NamedTuple):
     """Memory one case needs, in bytes, computed from the spec before anything is drawn or allocated."""
 
-    buffers: int  # the kernel's buffers with their poisoned tails: what the device (or the cpu worker) holds
+    # the kernel's buffers with their tails: what the device (or the cpu worker) holds; a guard-placed (validation)
+    # buffer takes up to one allocation granule (2 MiB on an H200) more, too little to matter for the refusal
+    buffers: int
     host: int  # an estimate of the peak host memory of the evaluation for this case (see case_footprint)
 
 

@@ -3,10 +3,12 @@
 Runs inside the jailed worker process (launches may corrupt memory, as on a GPU; the kernel is native
 code). It never builds: the parent builds each kernel with a jailed g++ and sends its path, and the
 kernel cache is read-only in here, so no kernel can change another's library. Buffers come from the
-runtime's guarded allocator: [guard page][front pad][data][slack][guard page], pad and slack poisoned
-with 0xFF, so out-of-bounds reads see NaN, writes into pad/slack show as changed canaries and anything
-further faults on a guard page (reported with the argument's name, block and thread). Timings are wall
-clock on the CPU and are labelled ``cpu-wall-clock``.
+runtime's guarded allocator: [guard page][front pad][data][slack][guard page], pad and slack filled with
+the buffer's tail pattern (:mod:`..contract`), so out-of-bounds reads see the pattern, writes into pad or
+slack show as a changed pattern and anything further faults on a guard page (reported with the argument's
+name, block and thread). The request's placement sets the data's alignment: "guard" (16) ends it within
+15 bytes of the guard page, "tail" (256) as cudaMalloc would align it. Timings are wall clock on the CPU
+and are labelled ``cpu-wall-clock``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,15 @@ from pathlib import Path
 import numpy as np
 
 from harness_tools.backends.byte_compare import same_bytes
-from harness_tools.backends.contract import POISON_BYTE, ArgSpec, CaseRequest, CaseRun
+from harness_tools.backends.contract import (
+    POISON_BYTE,
+    ArgSpec,
+    CaseRequest,
+    CaseRun,
+    placement_alignment,
+    tail_pattern,
+    tail_word,
+)
 from harness_tools.backends.cpu.build import runtime_library
 from harness_tools.backends.cpu.translate import needs_fibers
 from harness_tools.backends.kernel_args import argument_array
@@ -48,7 +58,8 @@ class CpuExecutor:
         # the parent built the runtime and names it: the cache is read-only in here
         runtime = os.environ.get("CUDAOPT_CPU_RUNTIME") or str(runtime_library())
         self.runtime = ctypes.CDLL(runtime, mode=ctypes.RTLD_GLOBAL)
-        self.runtime.cudaopt_buffer_alloc.argtypes = [ctypes.POINTER(Buffer), ctypes.c_char_p, ctypes.c_size_t]
+        self.runtime.cudaopt_buffer_alloc.argtypes = [ctypes.POINTER(Buffer), ctypes.c_char_p, ctypes.c_size_t,
+                                                      ctypes.c_size_t, ctypes.c_uint32]
         self.runtime.cudaopt_buffer_free.argtypes = [ctypes.POINTER(Buffer)]
         self.runtime.cudaopt_runtime_version.restype = ctypes.c_char_p
         self.os_threads = int(os.environ.get("CUDAOPT_CPU_THREADS") or os.cpu_count() or 1)
@@ -69,7 +80,7 @@ class CpuExecutor:
         launch = self._kernel(library).cudaopt_launch
         load_ms = (time.perf_counter() - start) * 1e3
         start = time.perf_counter()
-        buffers = self._allocate(request.args)
+        buffers = self._allocate(request.args, placement_alignment(request.placement))
         setup_ms = (time.perf_counter() - start) * 1e3
         try:
             return self._run(request, launch, buffers, load_ms, setup_ms).model_dump()
@@ -120,7 +131,7 @@ class CpuExecutor:
             run.message += "; the worker restarts"
         return run
 
-    def _allocate(self, args: list[ArgSpec]) -> dict[str, Buffer]:
+    def _allocate(self, args: list[ArgSpec], alignment: int) -> dict[str, Buffer]:
         buffers: dict[str, Buffer] = {}
         self._names = [a.name.encode() for a in args]  # the runtime keeps pointers to the names
         for arg, name in zip(args, self._names):
@@ -128,7 +139,7 @@ class CpuExecutor:
                 continue
             buf = Buffer()
             nbytes = int(np.prod(arg.shape)) * np.dtype(arg.dtype).itemsize
-            rc = self.runtime.cudaopt_buffer_alloc(ctypes.byref(buf), name, nbytes)
+            rc = self.runtime.cudaopt_buffer_alloc(ctypes.byref(buf), name, nbytes, alignment, tail_word(arg.dtype, arg.role))
             if rc != 0:
                 raise MemoryError(f"cannot allocate {nbytes} bytes for {arg.name}: {os.strerror(rc)}")
             view = _view(buf.data, nbytes)
@@ -148,9 +159,7 @@ class CpuExecutor:
             if arg.kind != "buffer":
                 continue
             buf = buffers[arg.name]
-            pad = _view(buf.data - buf.front_pad, buf.front_pad)
-            slack = _view(buf.data + buf.size, buf.slack)
-            if not ((pad == POISON_BYTE).all() and (slack == POISON_BYTE).all()):
+            if not _surroundings_intact(buf, tail_word(arg.dtype, arg.role)):
                 run.overruns.append(arg.name)
             data = _view(buf.data, buf.size).view(arg.dtype).reshape(arg.shape)  # no copy: read before the free
             if arg.role == "in":
@@ -170,6 +179,13 @@ class CpuExecutor:
             self.kernels[path] = lib
         self.kernels.move_to_end(path)
         return self.kernels[path]
+
+
+def _surroundings_intact(buf: Buffer, word: int) -> bool:
+    """Front pad and slack still hold the pattern the runtime filled them with."""
+    pad = _view(buf.data - buf.front_pad, buf.front_pad)
+    slack = _view(buf.data + buf.size, buf.slack)
+    return bool((pad == tail_pattern(word, pad.size)).all() and (slack == tail_pattern(word, slack.size)).all())
 
 
 def _view(address: int, nbytes: int) -> np.ndarray:

@@ -2,7 +2,9 @@
 
 Imported only inside the worker process (see :mod:`harness_tools.run.worker`). One instance owns the
 primary context of one device, a stream, an L2-flush buffer, a small module cache, its helper kernels
-(:mod:`.cuda_device_kernels`) and the inputs kept on the device (:mod:`.resident_inputs`). After a sticky
+(:mod:`.device_kernels`), the inputs kept on the device (:mod:`.resident_inputs`) and the placement of
+each case's buffers (:mod:`.device_buffers`: "guard" ends each at an unmapped page for validation cases,
+"tail" keeps cudaMalloc's alignment and a checked tail for timed ones). After a sticky
 error (illegal address, trap, launch failure, ...) the context is unusable: the instance sets
 ``dead`` and the process exits once its answer is sent.
 """
@@ -20,7 +22,8 @@ from pathlib import Path
 import numpy as np
 from cuda.bindings import driver as cu  # imported by worker processes only
 
-from harness_tools.backends.contract import POISON_BYTE, TAIL_BYTES, ArgSpec, CaseRequest, CaseRun
+from harness_tools.backends.contract import POISON_BYTE, ArgSpec, CaseRequest, CaseRun, tail_word
+from harness_tools.backends.cuda.device_buffers import BufferPlacer, DeviceBuffer
 from harness_tools.backends.cuda.device_kernels import DeviceKernels
 from harness_tools.backends.cuda.resident_inputs import ResidentInputs
 from harness_tools.backends.kernel_args import argument_array
@@ -28,6 +31,9 @@ from harness_tools.run.timing import TimingPlan, measure, summarize
 
 # Errors after which the context is corrupt and the process must end (CUDA driver API docs).
 STICKY = {700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 721, 999}
+ILLEGAL_ADDRESS = 700
+GUARD_HINT = ("; this case's buffers each end at an unmapped page, so an access just outside a buffer argument "
+              "faults like this (the sanitize inspection names the argument)")
 FLOOR_PLAN = TimingPlan(warmup=10, reps=100)
 
 
@@ -67,6 +73,7 @@ class CudaExecutor:
         _ok(cu.cuMemsetD32Async(self.flush_buffer, 0, self.flush_bytes // 4, self.stream), "clear flush buffer")
         _ok(cu.cuStreamSynchronize(self.stream), "clear flush buffer")
         self.kernels = DeviceKernels(self.arch, self.sm_count, self.stream, _ok)
+        self.placer = BufferPlacer(device, self.kernels, _ok)
         memory = int(_ok(cu.cuDeviceTotalMem(self.device), "cuDeviceTotalMem"))
         self.resident = ResidentInputs(self.kernels, min(memory // 8, 8 << 30), _ok)
         self.modules: OrderedDict[str, tuple[object, object]] = OrderedDict()
@@ -104,7 +111,7 @@ class CudaExecutor:
     # ---- one case -------------------------------------------------------------------------------
     def run_case(self, payload: dict) -> dict:
         request = CaseRequest.model_validate(payload)
-        buffers: list[tuple[ArgSpec, object, int, np.ndarray | None]] = []
+        buffers: list[tuple[ArgSpec, DeviceBuffer, int | None]] = []
         run = CaseRun(status="ok")
         try:
             start = time.perf_counter()
@@ -114,9 +121,9 @@ class CudaExecutor:
             if problem:
                 return CaseRun(status="invalid_launch", message=problem, load_ms=run.load_ms).model_dump()
             start = time.perf_counter()
-            buffers = self._allocate(request.args)
+            buffers = self._allocate(request, buffers)
             run.setup_ms = (time.perf_counter() - start) * 1e3
-            holders, array = argument_array(request.args, {arg.name: int(ptr) for arg, ptr, _, _ in buffers})
+            holders, array = argument_array(request.args, {arg.name: buf.data for arg, buf, _ in buffers})
             params = ctypes.addressof(array)
             start = time.perf_counter()
             self._launch(function, request, params)
@@ -139,10 +146,12 @@ class CudaExecutor:
                 self.dead = True
                 run.worker_restarted = True
                 run.message += "; the CUDA context is lost, the worker restarts"
+            if failure.code == ILLEGAL_ADDRESS and request.placement == "guard" and self.placer.vmm:
+                run.message += GUARD_HINT
         finally:
             if not self.dead:
-                for _, ptr, _, _ in buffers:
-                    cu.cuMemFree(ptr)
+                for _, buf, _ in buffers:
+                    buf.free()
         return run.model_dump()
 
     def _function(self, request: CaseRequest):
@@ -174,19 +183,21 @@ class CudaExecutor:
                                   request.shared_mem), "cuFuncSetAttribute(dynamic shared)")
         return None
 
-    def _allocate(self, args: list[ArgSpec]):
-        """(arg, pointer, bytes, digest of an input as uploaded) per buffer, each followed by a poisoned tail.
+    def _allocate(self, request: CaseRequest, buffers: list):
+        """Fills ``buffers`` (so a failure part-way still frees what exists) with (arg, buffer, digest of an
+        input as uploaded) per buffer argument, placed as the request says, surroundings filled with its pattern.
 
         Every copy and memset goes on the executor's stream: it does not synchronise with the legacy default
         stream, so set-up work issued there could still be running when the kernel starts (a race that
         corrupted inputs and outputs now and then)."""
-        buffers = []
-        for arg in args:
+        for arg in request.args:
             if arg.kind != "buffer":
                 continue
             nbytes = int(np.prod(arg.shape)) * np.dtype(arg.dtype).itemsize
-            ptr = _ok(cu.cuMemAlloc(nbytes + TAIL_BYTES), f"cuMemAlloc({arg.name})")
-            buffers.append((arg, ptr, nbytes, None))
+            buf = self.placer.allocate(nbytes, request.placement, arg.name)
+            buffers.append((arg, buf, None))
+            ptr = cu.CUdeviceptr(buf.data)
+            self.placer.fill(buf, tail_word(arg.dtype, arg.role))
             digest = None
             if arg.input_file:
                 digest = self.resident.fill(ptr, arg.input_file, nbytes)
@@ -194,11 +205,9 @@ class CudaExecutor:
                 host = np.full(arg.shape, arg.initial, dtype=arg.dtype)
                 _ok(cu.cuMemcpyHtoDAsync(ptr, host.ctypes.data, nbytes, self.stream), f"upload {arg.name}")
                 digest = self.kernels.digest(ptr, nbytes)
-            if digest is not None:
-                _ok(cu.cuMemsetD8Async(_offset(ptr, nbytes), POISON_BYTE, TAIL_BYTES, self.stream), "poison tail")
-            else:
-                _ok(cu.cuMemsetD8Async(ptr, POISON_BYTE, nbytes + TAIL_BYTES, self.stream), f"poison {arg.name}")
-            buffers[-1] = (arg, ptr, nbytes, digest if arg.role == "in" else None)
+            elif nbytes:
+                _ok(cu.cuMemsetD8Async(ptr, POISON_BYTE, nbytes, self.stream), f"poison {arg.name}")
+            buffers[-1] = (arg, buf, digest if arg.role == "in" else None)
         _ok(cu.cuStreamSynchronize(self.stream), "buffer set-up")
         return buffers
 
@@ -208,19 +217,18 @@ class CudaExecutor:
                               params, 0), "cuLaunchKernel")
 
     def _collect(self, request: CaseRequest, buffers, run: CaseRun) -> None:
-        """Download outputs, then check tails and inputs: all before any timing launch."""
+        """Download outputs, then check surroundings and inputs: all before any timing launch."""
         out_dir = Path(request.output_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        tail = np.empty(TAIL_BYTES, dtype=np.uint8)
-        for arg, ptr, nbytes, digest in buffers:
-            _ok(cu.cuMemcpyDtoH(tail.ctypes.data, _offset(ptr, nbytes), TAIL_BYTES), f"download tail {arg.name}")
-            if not (tail == POISON_BYTE).all():
+        for arg, buf, digest in buffers:
+            if not self.placer.intact(buf, tail_word(arg.dtype, arg.role)):
                 run.overruns.append(arg.name)
+            ptr = cu.CUdeviceptr(buf.data)
             if arg.role == "in":
-                if self.kernels.digest(ptr, nbytes) != digest:
+                if self.kernels.digest(ptr, buf.nbytes) != digest:
                     run.modified_inputs.append(arg.name)
             else:
-                run.outputs[arg.name] = self._download(arg, ptr, nbytes, out_dir / f"{arg.name}.npy")
+                run.outputs[arg.name] = self._download(arg, ptr, buf.nbytes, out_dir / f"{arg.name}.npy")
 
     @staticmethod
     def _download(arg: ArgSpec, ptr, nbytes: int, path: Path) -> str:
@@ -265,6 +273,3 @@ class _EventTimer:
         elapsed = getattr(cu, "cuEventElapsedTime_v2", None) or cu.cuEventElapsedTime
         return [float(_ok(elapsed(s, e), "cuEventElapsedTime")) for s, e in self.pairs[:count]]
 
-
-def _offset(ptr, nbytes: int):
-    return cu.CUdeviceptr(int(ptr) + nbytes)

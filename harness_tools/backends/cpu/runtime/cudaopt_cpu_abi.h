@@ -8,6 +8,7 @@
 #define CUDAOPT_CPU_ABI_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -15,10 +16,12 @@ extern "C" {
 
 /* A device buffer, laid out as
  *     [guard page][front pad][data: size bytes][slack][guard page]
- * `data` is 256-byte aligned and its end is as close to the back guard page as that alignment allows
- * (slack < 256). Front pad and slack are filled with 0xFF (NaN for every float width): reading them
- * shows up as NaN, writing them shows up as a changed canary; touching either PROT_NONE guard page
- * faults and is reported with the buffer's name, the block and the thread. */
+ * `data` is `alignment`-aligned and its end is as close to the back guard page as that alignment allows
+ * (slack < alignment): 256 gives cudaMalloc's alignment (timed cases), 16 ends the data within 15 bytes of
+ * the guard page while keeping 16-byte vector loads aligned (validation cases). Front pad and slack are
+ * filled with the 32-bit `fill` word (little-endian, tiled from the start of each): reads there see the
+ * pattern, writes there show as a changed pattern; touching either PROT_NONE guard page faults and is
+ * reported with the buffer's name, the block and the thread. */
 typedef struct cudaopt_buffer {
     const char* name;     /* kernel argument name, for error messages (the caller keeps it alive) */
     void* data;           /* what the kernel receives */
@@ -56,7 +59,9 @@ typedef struct cudaopt_launch_config {
 typedef void (*cudaopt_thread_body)(void** args);
 
 /* Runtime entry points (libcudaopt_cpu.so). */
-int cudaopt_buffer_alloc(cudaopt_buffer* buffer, const char* name, size_t size);  /* 0 or errno */
+/* 0 or errno (EINVAL: alignment not a power of two in [16, page size]) */
+int cudaopt_buffer_alloc(cudaopt_buffer* buffer, const char* name, size_t size, size_t alignment,
+                         uint32_t fill);
 void cudaopt_buffer_free(cudaopt_buffer* buffer);
 int cudaopt_run_grid(const cudaopt_launch_config* config, cudaopt_thread_body body, void** args);
 const char* cudaopt_runtime_version(void);

@@ -434,12 +434,21 @@ int device_printf(const char* format, ...) {
 
 using namespace cudaopt::rt::detail;
 
-extern "C" int cudaopt_buffer_alloc(cudaopt_buffer* buf, const char* name, size_t size) {
+namespace {
+/* `word` (little-endian) tiled from `p`: the same tiling the Python side checks (contract.tail_pattern). */
+void fill_word(char* p, size_t n, uint32_t word) {
+    for (size_t i = 0; i < n; ++i) p[i] = static_cast<char>(word >> (8 * (i % 4)));
+}
+}  // namespace
+
+extern "C" int cudaopt_buffer_alloc(cudaopt_buffer* buf, const char* name, size_t size, size_t alignment,
+                                    uint32_t fill) {
     if (!buf) return EINVAL;
     memset(buf, 0, sizeof *buf);
     const size_t page = page_size();
+    if (alignment < 16 || alignment > page || (alignment & (alignment - 1))) return EINVAL;
     if (size > (SIZE_MAX >> 2)) return ENOMEM;
-    const size_t span = round_up(size, 256);  /* data is 256-aligned and ends < 256 bytes before the guard */
+    const size_t span = round_up(size, alignment);  /* data is aligned and ends < alignment bytes before the guard */
     const size_t inner = round_up(span, page);
     const size_t total = inner + 2 * page;
     void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -459,8 +468,8 @@ extern "C" int cudaopt_buffer_alloc(cudaopt_buffer* buf, const char* name, size_
     buf->slack = span - size;
     buf->mapping = p;
     buf->mapping_size = total;
-    memset(base + page, 0xFF, buf->front_pad);  /* NaN for every float width */
-    memset(data + size, 0xFF, buf->slack);
+    fill_word(base + page, buf->front_pad, fill);
+    fill_word(data + size, buf->slack, fill);
     return 0;
 }
 
