@@ -240,6 +240,7 @@ class CaseOutcome(BaseModel):
     min_ms: float | None = None
     iqr_ms: float | None = None
     cv: float | None = None
+    median_ci_ms: list[float] | None = Field(None, description="95 % confidence interval of the median [low, high]")
     reps: int | None = None
     tflops: float | None = None
     gbps: float | None = None
@@ -268,11 +269,16 @@ class EvaluateOutput(BaseModel):
     compile: CompileBrief
     cases: list[CaseOutcome]
     score_ms: float | None = Field(None, description="geomean of performance medians; only when all passed")
+    score_ci_ms: list[float] | None = Field(None, description="confidence interval of the score [low, high]: a "
+                                                              "difference inside it is noise")
     baseline_score_ms: float | None = None
     speedup_vs_baseline: float | None = None
     best_before_ms: float | None = None
     speedup_vs_best: float | None = None
     new_best: bool = False
+    best_decision: str | None = Field(None, description="why this result did or did not become the run's best")
+    agrees_with_best: bool | None = Field(None, description="on a re-measurement of the best: whether it agrees, within "
+                                                            "the noise, with the best's recorded score")
     outputs_kept: list[str] = Field(default_factory=list, description="cases whose outputs are stored")
     record_uri: str | None = None
     source_uri: str

@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--backend", choices=available_backends(), help="execution backend (default: cuda if a GPU is present)")
     ev.add_argument("--seed", type=int, help="input seed (default: fresh; always recorded)")
     ev.add_argument("--warmup", type=int, help="warm-up launches per performance case (default 10; cpu: 1)")
-    ev.add_argument("--reps", type=int, help="timed launches per performance case (default 100; cpu: 5)")
+    ev.add_argument("--reps", type=int, help="timed launches per performance case (default 100; cpu: 10)")
     ev.add_argument("--no-flush", action="store_true", help="do not flush L2 between timed launches")
     ev.add_argument("--timeout", type=float, default=120.0,
                     help="seconds for the whole evaluation (compile and every case); a case still running then is killed")

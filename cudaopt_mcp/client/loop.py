@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from cudaopt_mcp.api import (
+    BestOutput,
     CreateRunOutput,
     EvaluateOutput,
     GetRunOutput,
@@ -76,7 +77,7 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
     else:
         if config.max_iterations == 0:
             stopped = "no iterations asked for"
-    best = _best(attempts)
+    best = await _server_best(session, run_id, attempts)
     confirmation = None
     if config.confirm and best is not None and best.candidate_id:
         confirmation = await _evaluate(session, run_id, None, best.iteration, None, terminal,
@@ -213,8 +214,25 @@ async def _profile_best(session: Session, run_id: str, attempts: list[Attempt], 
 
 
 def _best(attempts: list[Attempt]) -> Attempt | None:
+    """The latest attempt the server crowned (a lower number inside the noise is not a new best); before any
+    crowning in this loop (a resumed run), the fastest correct one."""
+    crowned = [a for a in attempts if a.new_best and a.correct]
+    if crowned:
+        return crowned[-1]
     scored = [a for a in attempts if a.correct and a.score_ms is not None]
-    return min(scored, key=lambda a: a.score_ms) if scored else None  # type: ignore[arg-type,return-value]
+    return min(scored, key=lambda a: a.score_ms or 0.0) if scored else None
+
+
+async def _server_best(session: Session, run_id: str, attempts: list[Attempt]) -> Attempt | None:
+    """The run's best as the server decided it (beyond the noise, head-to-head, hidden shapes passed), with the
+    server's recorded score: not simply the lowest number this loop saw."""
+    info = (await session.call("best", BestOutput, run_id=run_id)).data.best
+    if info is None:
+        return None
+    mine = next((a for a in reversed(attempts) if a.candidate_id == info.candidate_id and a.correct), None)
+    if mine is None:
+        return None
+    return mine.model_copy(update={"score_ms": info.score_ms, "speedup_vs_baseline": info.speedup_vs_baseline})
 
 
 def _baseline(attempts: list[Attempt]) -> Attempt | None:

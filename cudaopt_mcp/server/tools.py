@@ -54,7 +54,7 @@ from cudaopt_mcp.server.tool_calls import run_blocking, state_of, tool, tool_res
 from cudaopt_mcp.service import candidates, evaluations, inspections, run_creation
 from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
-from harness_tools import bundled_task_names, resolve_task
+from harness_tools import backend_traits, bundled_task_names, resolve_task
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -70,14 +70,16 @@ def _eval_summary(out: EvaluateOutput) -> str:
         return head + f"NOT CORRECT: {out.failure}"
     parts = [head + "CORRECT"]
     if out.score_ms is not None:
-        parts.append(f"score {out.score_ms:.4g} ms ({out.clock})")
+        ci = f" [{out.score_ci_ms[0]:.4g}, {out.score_ci_ms[1]:.4g}]" if out.score_ci_ms else ""
+        parts.append(f"score {out.score_ms:.4g} ms{ci} ({out.clock})")
     if out.speedup_vs_baseline:
         parts.append(f"{out.speedup_vs_baseline:.3g}x baseline")
-    if out.new_best:
-        parts.append("new best")
+    if out.best_decision:
+        parts.append(out.best_decision[:300])
     elif out.step == "run":
         parts.append("outputs stored; compare gives the error statistics")
-    return " · ".join(parts)
+    note = backend_traits(out.backend).timing_note if out.score_ms is not None else None
+    return " · ".join(parts + ([note] if note else []))
 
 
 def _eval_links(out: EvaluateOutput) -> list[tuple[str, str, str]]:

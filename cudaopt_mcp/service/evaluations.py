@@ -29,10 +29,11 @@ from cudaopt_mcp.api import (
 from cudaopt_mcp.errors import StepRefused
 from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.arguments import CandidateArgs, Role, TimingArgs
+from cudaopt_mcp.service.best import Offer
+from cudaopt_mcp.service.best import offer as offer_best
 from cudaopt_mcp.service.candidates import build_candidate, compile_stored, load_candidate, register_candidate
-from cudaopt_mcp.service.export import export_best
 from cudaopt_mcp.service.progress import Progress, no_progress
-from cudaopt_mcp.service.runs import ARTIFACT, BestRecord, atomic_write
+from cudaopt_mcp.service.runs import ARTIFACT, atomic_write
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import Candidate, Task
 from harness_tools.evaluation import (
@@ -121,7 +122,7 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
         marker.unlink(missing_ok=True)
     _fill(out, result, kept, run_id, candidate_id, step, with_timing=step != "run")
     validated = validated_before or ("validation" in roles and result.correct)
-    _update_scores(state, run_id, candidate_id, result, out, validated)
+    _update_scores(state, run_id, candidate_id, task, cand, result, config, out, validated)
     store.append_history(run_id, {"event": step, "candidate_id": candidate_id, "correct": result.correct,
                                   "score_ms": result.score_ms, "roles": list(roles), "seed": result.seed,
                                   **({"failure": result.failure[:200]} if result.failure else {}),
@@ -138,29 +139,33 @@ def _fill(out: EvaluateOutput, result: EvaluationResult, kept: list[str], run_id
     out.record_uri = S.artifact_uri(run_id, candidate_id, RECORD[step])
 
 
-def _update_scores(state: ServerState, run_id: str, candidate_id: str, result: EvaluationResult,
-                   out: EvaluateOutput, validated: bool) -> None:
-    """Baseline and best move only on a scored, fully validated result from the run's own backend."""
+def _update_scores(state: ServerState, run_id: str, candidate_id: str, task: Task, cand: Candidate,
+                   result: EvaluationResult, config: EvaluationConfig, out: EvaluateOutput, validated: bool) -> None:
+    """Baseline and best move only on a scored, fully validated result from the run's own backend (the best's
+    rules: :mod:`cudaopt_mcp.service.best`)."""
     store = state.store
     run = store.run(run_id)
     best = store.best(run_id)
     baseline = S.baseline_score(store, run_id)
     out.best_before_ms = best.score_ms if best else None
     score = result.score_ms
+    out.score_ci_ms = [result.score_ci.low_ms, result.score_ci.high_ms] if result.score_ci else None
     if score is not None and result.correct and validated and result.backend == run.backend:
+        offered = Offer(candidate_id=candidate_id, result=result, config=config)
         meta = store.read_json(run_id, candidate_id, "candidate.json") or {}
-        record = BestRecord(candidate_id=candidate_id, score_ms=score, backend=result.backend, seed=result.seed)
         if meta.get("baseline"):
-            atomic_write(store.run_file(run_id, "baseline.json"), record.model_dump_json(indent=2))
+            atomic_write(store.run_file(run_id, "baseline.json"), offered.record().model_dump_json(indent=2, exclude_none=True))
             baseline = score
-        out.new_best = store.offer_best(run_id, record)
-        if out.new_best:
-            export_best(store.run_dir(run_id), run_id, store.task(run_id), load_candidate(state, run_id, candidate_id),
-                        record)
+        offer_best(state, run_id, task, cand, offered, out)
+    elif score is not None and not validated:
+        out.best_decision = "not a candidate for best: it has not passed its validation cases (run or evaluate them)"
     out.baseline_score_ms = baseline
     if score:
         out.speedup_vs_baseline = round(baseline / score, 4) if baseline else None
         out.speedup_vs_best = round(best.score_ms / score, 4) if best else None
+    crowned = store.best(run_id) if out.new_best else None
+    if crowned is not None and crowned.baseline_score_ms:  # like with like: both timed in the head-to-head
+        out.speedup_vs_baseline = round(crowned.baseline_score_ms / crowned.score_ms, 4)
 
 
 def _validated(task: Task, folder: Path) -> bool:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from cudaopt_mcp.errors import RunError
 from harness_tools import HarnessError, Task, load_task
+from harness_tools.run.statistics import Interval
 
 
 class _Name:
@@ -59,10 +60,19 @@ class RunRecord(BaseModel):
 
 
 class BestRecord(BaseModel):
+    """best.json (and baseline.json): a score, and for a best crowned head-to-head, what it was measured against."""
+
     candidate_id: str
     score_ms: float
     backend: str
     seed: int
+    score_ci: Interval | None = None
+    confirmed_against: str | None = Field(None, description="the best it beat, timed beside it on the same seed and plan")
+    incumbent_score_ms: float | None = None
+    incumbent_ci: Interval | None = None
+    baseline_score_ms: float | None = Field(None, description="the baseline, timed in the same head-to-head")
+    warmup: int | None = None
+    reps: int | None = Field(None, description="timed launches per case behind score_ms (pooled)")
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -209,6 +219,13 @@ class RunStore:
     def best(self, run_id: str) -> BestRecord | None:
         path = self._run_dir(run_id) / "best.json"
         return BestRecord.model_validate_json(path.read_text()) if path.is_file() else None
+
+    def clear_best(self, run_id: str, why: str) -> None:
+        """The best stops being the best (it failed a check it passed before); say why in the history."""
+        current = self.best(run_id)
+        (self._run_dir(run_id) / "best.json").unlink(missing_ok=True)
+        if current is not None:
+            self.append_history(run_id, {"event": "best_withdrawn", "candidate_id": current.candidate_id, "why": why[:300]})
 
     def offer_best(self, run_id: str, record: BestRecord) -> bool:
         """Make ``record`` the best if it is faster than the current one (call under ``locked``)."""

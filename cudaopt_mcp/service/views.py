@@ -119,7 +119,7 @@ def candidate_brief(store: RunStore, run_id: str, candidate_id: str, active: boo
 def best_info(store: RunStore, run_id: str, best: BestRecord | None) -> BestInfo | None:
     if best is None:
         return None
-    baseline = baseline_score(store, run_id)
+    baseline = best.baseline_score_ms or baseline_score(store, run_id)  # the head-to-head's baseline when there is one
     return BestInfo(candidate_id=best.candidate_id, score_ms=best.score_ms, backend=best.backend, seed=best.seed,
                     speedup_vs_baseline=baseline / best.score_ms if baseline else None,
                     source_uri=artifact_uri(run_id, best.candidate_id, "kernel.cu"))
@@ -178,6 +178,7 @@ def case_outcome(case: CaseResult, with_timing: bool = True) -> CaseOutcome:
     if with_timing and case.timing is not None:
         t = case.timing
         out.median_ms, out.min_ms, out.iqr_ms, out.cv, out.reps = t.median_ms, t.min_ms, t.iqr_ms, t.cv, t.n
+        out.median_ci_ms = [t.median_ci.low_ms, t.median_ci.high_ms] if t.median_ci else None
         out.tflops, out.gbps = case.tflops, case.gbps
     return out
 

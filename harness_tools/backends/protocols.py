@@ -20,6 +20,7 @@ class BackendTraits(BaseModel):
     default_warmup: int = Field(description="warm-up launches per performance case when none are asked for")
     default_reps: int = Field(description="timed launches per performance case when none are asked for")
     profiler: bool = Field(description="Nsight Compute can profile its launches")
+    timing_note: str | None = Field(None, description="what its timings do not mean, for people and models")
     buffers_in_host_memory: bool = Field(description="its kernels' buffers live in host memory (a case must fit "
                                                      "the host's free memory), not in a device's")
     sanitizer: Literal["compute-sanitizer", "race-check"] = Field(

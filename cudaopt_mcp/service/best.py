@@ -1,0 +1,171 @@
+"""Which candidate is the run's best, decided the way a benchmark engineer would accept.
+
+A scored, fully validated result from the run's own backend is *offered*; it becomes the best only when
+
+1. its score's confidence interval (:mod:`harness_tools.run.statistics`) lies wholly below the best's
+   (a gain inside the noise is never progress);
+2. it passes the task's hidden shapes (:mod:`cudaopt_mcp.service.hidden`; never shown to the model);
+3. a head-to-head re-measurement confirms it: the best (and the baseline, when it is another candidate)
+   and the challenger are timed again, interleaved (I C I C), on the same input seed with the same plan,
+   and the challenger's pooled interval again lies wholly below the best's. Drift between evaluations
+   (clocks, a neighbour on the GPU) then hits both sides.
+
+The stored best number is that head-to-head measurement, with its interval, the incumbent it beat and the
+baseline measured beside it (so "speed-up vs baseline" compares like with like). Re-evaluating the best says
+whether the new measurement agrees with the recorded one, and checks the hidden shapes again (the end of a
+run): a best that fails them stops being the best.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from pydantic import BaseModel
+
+from cudaopt_mcp.api import EvaluateOutput
+from cudaopt_mcp.service.candidates import load_candidate
+from cudaopt_mcp.service.export import export_best
+from cudaopt_mcp.service.runs import BestRecord, atomic_write
+from cudaopt_mcp.service.state import ServerState
+from harness_tools import EvaluationConfig, EvaluationResult, evaluate
+from harness_tools.run.scratch import scratch_dir
+from harness_tools.run.statistics import Interval, clearly_faster, median_interval, score_interval
+from harness_tools.run.timing import geomean
+from harness_tools.task.candidate import Candidate
+from harness_tools.task.spec import Task
+
+ROUNDS = 2  # head-to-head rounds: each times every contender once, in turn
+
+
+class Offer(BaseModel):
+    """A scored result offered for best: whose, how fast, how sure, measured how."""
+
+    candidate_id: str
+    result: EvaluationResult
+    config: EvaluationConfig
+
+    def record(self) -> BestRecord:
+        r = self.result
+        return BestRecord(candidate_id=self.candidate_id, score_ms=r.score_ms or 0.0, backend=r.backend, seed=r.seed,
+                          score_ci=r.score_ci)
+
+
+def offer(state: ServerState, run_id: str, task: Task, cand: Candidate, offered: Offer, out: EvaluateOutput) -> None:
+    """Decide whether ``offered`` becomes the best; fill ``out.new_best`` and ``out.best_decision``. Under the run lock."""
+    best = state.store.best(run_id)
+    if best is not None and best.candidate_id == offered.candidate_id:
+        out.best_decision, out.agrees_with_best = _remeasured(state, run_id, task, cand, offered, best)
+        return
+    if best is not None:
+        why_not = _not_clearly_faster(offered.record(), best, "")
+        if why_not:
+            out.best_decision = why_not
+            return
+    refused = _fails_hidden(state, run_id, task, cand, offered.candidate_id)
+    if refused:
+        out.best_decision = refused
+        return
+    record = _first(state, run_id, offered) if best is None else _head_to_head(state, run_id, task, cand, offered, best)
+    if best is not None and (why_not := _not_clearly_faster(record, best, "head-to-head ")):
+        out.best_decision = why_not
+        return
+    _crown(state, run_id, task, cand, record)
+    out.new_best = True
+    out.best_decision = ("the first scored correct candidate" if best is None else
+                         f"new best: {_fmt(record)} vs {best.candidate_id} at {record.incumbent_score_ms:.4g} ms, "
+                         f"head-to-head on seed {record.seed} with the same plan")
+
+
+def _first(state: ServerState, run_id: str, offered: Offer) -> BestRecord:
+    """The first best; when it is the baseline itself, it is its own baseline (a speed-up of exactly 1)."""
+    record = offered.record()
+    if _baseline_id(state, run_id) == offered.candidate_id:
+        record.baseline_score_ms = record.score_ms
+    return record
+
+
+def _not_clearly_faster(record: BestRecord, best: BestRecord, how: str) -> str | None:
+    """Why ``record`` is not faster than ``best`` beyond the noise, or None. After a head-to-head (``how``), the
+    incumbent's side is its measurement in that comparison, not its old record."""
+    theirs_ms = record.incumbent_score_ms if how and record.incumbent_score_ms else best.score_ms
+    theirs = record.incumbent_ci if how and record.incumbent_ci else best.score_ci
+    mine = record.score_ci
+    faster = record.score_ms < theirs_ms if mine is None or theirs is None else clearly_faster(mine, theirs)
+    if faster:
+        return None
+    where = "slower than" if record.score_ms >= theirs_ms else "within the noise of"
+    ci = f" [{theirs.low_ms:.4g}, {theirs.high_ms:.4g}]" if theirs else ""
+    return f"not a new best: {how}{_fmt(record)} is {where} the best, {best.candidate_id} at {theirs_ms:.4g} ms{ci}"
+
+
+def _remeasured(state: ServerState, run_id: str, task: Task, cand: Candidate, offered: Offer,
+                best: BestRecord) -> tuple[str, bool | None]:
+    """(decision, agrees): the hidden shapes again, then the new measurement against the recorded one."""
+    refused = _fails_hidden(state, run_id, task, cand, offered.candidate_id)
+    if refused:
+        state.store.clear_best(run_id, refused)
+        return f"{refused}; it is no longer the run's best", None
+    mine, theirs = offered.result.score_ci, best.score_ci
+    agrees = mine is None or theirs is None or not (mine.high_ms < theirs.low_ms or theirs.high_ms < mine.low_ms)
+    return (f"re-measured the best: {_fmt(offered.record())} {'agrees with' if agrees else 'DISAGREES beyond the noise with'} "
+            f"its recorded {_fmt(best)}", agrees)
+
+
+def _fails_hidden(state: ServerState, run_id: str, task: Task, cand: Candidate, candidate_id: str) -> str | None:
+    from cudaopt_mcp.service.hidden import check_hidden
+
+    verdict = check_hidden(state, run_id, task, cand, candidate_id)
+    if verdict.passed:
+        return None
+    return f"fails hidden shapes ({', '.join(verdict.failed_classes) or 'unnamed'}): {verdict.message}"
+
+
+def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, offered: Offer,
+                  best: BestRecord) -> BestRecord:
+    """Time incumbent, challenger (and baseline) in turn on the offer's seed and plan; pool each one's samples."""
+    contenders = {best.candidate_id: load_candidate(state, run_id, best.candidate_id), offered.candidate_id: cand}
+    baseline_id = _baseline_id(state, run_id)
+    if baseline_id and baseline_id not in contenders:
+        contenders[baseline_id] = load_candidate(state, run_id, baseline_id)
+    config = offered.config.model_copy(update={"seed": offered.result.seed, "roles": ["performance"], "outputs_dir": None})
+    samples: dict[str, dict[str, list[float]]] = {cid: {} for cid in contenders}
+    with state.engine_lock, scratch_dir("cudaopt-h2h-"):
+        for _ in range(ROUNDS):
+            for cid, contender in contenders.items():
+                result = evaluate(task, contender, state.backend(), config)
+                for case in result.cases:
+                    if case.timing is not None:
+                        samples[cid].setdefault(case.name, []).extend(case.timing.samples_ms)
+    scores = {cid: _pooled(cases) for cid, cases in samples.items()}
+    mine, theirs = scores[offered.candidate_id], scores[best.candidate_id]
+    base = scores.get(baseline_id) if baseline_id else None
+    return BestRecord(candidate_id=offered.candidate_id, score_ms=mine[0], backend=offered.result.backend,
+                      seed=offered.result.seed, score_ci=mine[1], confirmed_against=best.candidate_id,
+                      incumbent_score_ms=theirs[0], incumbent_ci=theirs[1],
+                      baseline_score_ms=base[0] if base else None,
+                      warmup=config.timing.warmup if config.timing else None,
+                      reps=config.timing.reps * ROUNDS if config.timing else None)
+
+
+def _pooled(cases: dict[str, list[float]]) -> tuple[float, Interval]:
+    """(score, interval) from each case's pooled samples: the geometric mean of their medians."""
+    return (geomean([statistics.median(s) for s in cases.values()]),
+            score_interval([median_interval(s) for s in cases.values()]))
+
+
+def _baseline_id(state: ServerState, run_id: str) -> str | None:
+    path = state.store.run_file(run_id, "baseline.json")
+    return BestRecord.model_validate_json(path.read_text()).candidate_id if path.is_file() else None
+
+
+def _crown(state: ServerState, run_id: str, task: Task, cand: Candidate, record: BestRecord) -> None:
+    store = state.store
+    atomic_write(store.run_file(run_id, "best.json"), record.model_dump_json(indent=2, exclude_none=True))
+    store.append_history(run_id, {"event": "best", "candidate_id": record.candidate_id, "score_ms": record.score_ms,
+                                  **({"beat": record.confirmed_against} if record.confirmed_against else {})})
+    export_best(store.run_dir(run_id), run_id, task, cand, record)
+
+
+def _fmt(record: BestRecord) -> str:
+    ci = record.score_ci
+    return f"{record.score_ms:.4g} ms" + (f" [{ci.low_ms:.4g}, {ci.high_ms:.4g}]" if ci else "")

@@ -1,0 +1,55 @@
+"""The run's best moves only beyond the noise, confirmed head-to-head (service.best), on the cpu backend."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cudaopt_mcp.service import evaluations, run_creation
+from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
+from cudaopt_mcp.service.state import ServerConfig, ServerState
+
+FAST = {"BLOCK": 256, "ITEMS": 2, "GRID_THREADS": 65536, "CS": 0}  # ~10x the baseline's speed on a CPU
+TIMING = TimingArgs(timeout_s=300)
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory):
+    s = ServerState.open(ServerConfig(results_dir=tmp_path_factory.mktemp("results"), backend="cpu"))
+    yield s
+    s.close()
+
+
+def _evaluate(state, run_id, **kwargs):
+    return evaluations.execute_step(state, "evaluate", run_id, timing=TIMING, **kwargs)
+
+
+def test_clones_of_the_best_never_become_best_and_a_real_gain_does_head_to_head(state):
+    run_id = run_creation.create_run(state, "reduce_sum", None, None, None).run_id
+    base = _evaluate(state, run_id)
+    assert base.new_best and base.best_decision == "the first scored correct candidate"
+    assert base.score_ci_ms and base.score_ci_ms[0] <= base.score_ms <= base.score_ci_ms[1]
+
+    clones = [_evaluate(state, run_id, candidate=CandidateArgs(defines={"CUDAOPT_CLONE": i})) for i in range(1, 5)]
+    assert all(c.correct and not c.new_best for c in clones), [c.best_decision for c in clones]
+    assert all(c.best_decision.startswith("not a new best") for c in clones)
+
+    fast = _evaluate(state, run_id, candidate=CandidateArgs(tunables=FAST))
+    assert fast.new_best, fast.best_decision
+    assert fast.best_decision.startswith("new best") and base.candidate_id in fast.best_decision
+    best = json.loads(state.store.run_file(run_id, "best.json").read_text())
+    assert best["candidate_id"] == fast.candidate_id and best["confirmed_against"] == base.candidate_id
+    assert best["score_ci"]["high_ms"] < best["incumbent_ci"]["low_ms"]  # beaten beyond the noise, side by side
+    assert best["baseline_score_ms"] is None or best["baseline_score_ms"] == best["incumbent_score_ms"]
+    assert fast.speedup_vs_baseline == pytest.approx(best["incumbent_score_ms"] / best["score_ms"], rel=1e-3)
+
+    again = _evaluate(state, run_id, candidate_id=fast.candidate_id)
+    assert not again.new_best and again.agrees_with_best is not None
+    assert again.best_decision.startswith("re-measured the best")
+
+    slow = _evaluate(state, run_id, candidate_id=base.candidate_id)
+    assert not slow.new_best and "slower than" in slow.best_decision
+    history = state.store.run_dir(run_id).joinpath("history.jsonl").read_text().splitlines()
+    crowned = [json.loads(line) for line in history if json.loads(line).get("event") == "best"]
+    assert [c["candidate_id"] for c in crowned] == [base.candidate_id, fast.candidate_id]
