@@ -14,6 +14,7 @@ performance case (median over the evaluations) and the spread of the score.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 from pathlib import Path
@@ -61,6 +62,14 @@ def summarize(task: str, outs: list, clones: int, start: int) -> dict:
             "decisions": sorted({(o.best_decision or "").split(":")[0] for o in outs[start:]})}
 
 
+def _row(r: dict) -> str:
+    cv = ", ".join(f"{k} {v:.2%}" for k, v in r["cv_median"].items())
+    score = f"{r['score_median_ms']:.4g}" if r["score_median_ms"] else "-"
+    spread = f"{r['score_spread']:.1%}" if r["score_spread"] is not None else "-"
+    return (f"{r['task']:<14}{r['evaluations']:>6}{r['correct']:>8}{r['false_new_best']:>15}{r['old_rule_new_best']:>9}"
+            f"{score:>11}{spread:>8}  {cv}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default=None, help="default: cuda on a GPU host, else cpu")
@@ -68,22 +77,23 @@ def main() -> int:
     parser.add_argument("--same", type=int, default=5, help="re-evaluations of the first clone itself")
     parser.add_argument("--tasks", nargs="*", default=bundled_task_names())
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
+    rows = []
     with tempfile.TemporaryDirectory(prefix="false-progress-") as tmp:
         state = ServerState.open(ServerConfig(results_dir=Path(tmp), backend=args.backend))
+        print(f"backend {state.backend_name}; {args.repeats} clones + {args.same} re-evaluations per task, after the "
+              "baseline", flush=True)
+        print(f"{'task':<14}{'evals':>6}{'correct':>8}{'false new best':>15}{'old rule':>9}{'score ms':>11}{'spread':>8}  "
+              "median CV per performance case", flush=True)
         try:
-            rows = [run_task(state, task, args.repeats, args.same, args.timeout) for task in args.tasks]
+            for task in args.tasks:  # each row as it is measured: a long run that is cut short still reports
+                rows.append(run_task(state, task, args.repeats, args.same, args.timeout))
+                print(_row(rows[-1]), flush=True)
         finally:
             state.close()
-    print(f"backend {state.backend_name}; {args.repeats} clones + {args.same} re-evaluations per task, after the baseline")
-    print(f"{'task':<14}{'evals':>6}{'correct':>8}{'false new best':>15}{'old rule':>9}{'score ms':>11}{'spread':>8}  "
-          "median CV per performance case")
-    for r in rows:
-        cv = ", ".join(f"{k} {v:.2%}" for k, v in r["cv_median"].items())
-        score = f"{r['score_median_ms']:.4g}" if r["score_median_ms"] else "-"
-        spread = f"{r['score_spread']:.1%}" if r["score_spread"] is not None else "-"
-        print(f"{r['task']:<14}{r['evaluations']:>6}{r['correct']:>8}{r['false_new_best']:>15}{r['old_rule_new_best']:>9}"
-              f"{score:>11}{spread:>8}  {cv}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
     total = sum(r["false_new_best"] for r in rows)
     print(f"false progress: {total} new best(s) in {sum(r['repeats'] for r in rows)} repeat evaluations "
           f"(goal 0); the old rule would have crowned {sum(r['old_rule_new_best'] for r in rows)}")

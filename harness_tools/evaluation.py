@@ -299,7 +299,8 @@ class _CaseRunner:
         result.max_rel_err = max(o.max_rel_err for o in result.outputs)
         if run.overruns or run.modified_inputs:
             result.status = "corrupted"
-            parts = [f"wrote past the end of {', '.join(run.overruns)}" if run.overruns else "",
+            parts = [f"wrote outside {', '.join(run.overruns)} (past its end or before its start: the bytes around "
+                     "the buffer changed)" if run.overruns else "",
                      f"modified input {', '.join(run.modified_inputs)}" if run.modified_inputs else ""]
             result.message = "; ".join(p for p in parts if p)
             return result

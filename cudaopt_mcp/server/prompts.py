@@ -11,6 +11,7 @@ from cudaopt_mcp.errors import RunError
 from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.state import ServerState
 from cudaopt_mcp.templates import load_template
+from harness_tools import backend_traits
 from harness_tools.check.hidden_shapes import hidden_shapes
 from harness_tools.inspect.ncu_summary import ProfileSummary
 
@@ -50,9 +51,18 @@ def render_optimize(state: ServerState, run_id: str, mode: str = "tools") -> str
         "budget": budget, "best": best, "best_source": _best_source(state, run_id, info.best),
         "best_profile": _best_profile(state, run_id, info.best),
         "attempts": _attempts(state, run_id), "feedback": latest_feedback(state, run_id),
+        "timing_note": _timing_note(record.backend),
     }
     values["how_to_work"] = load_template(f"optimize_{mode}").safe_substitute(values).strip()
     return load_template("optimize").safe_substitute(values)
+
+
+def _timing_note(backend: str) -> str:
+    """What the run's timings mean (on cpu: not GPU speed) and when a score counts as progress."""
+    note = backend_traits(backend).timing_note
+    rule = ("A score counts as progress only beyond its noise: a candidate becomes the best when its score's "
+            "confidence interval lies below the best's and a head-to-head re-measurement agrees.")
+    return f"{note}.\n{rule}" if note else rule
 
 
 def _cut(source: str, uri: str) -> str:
