@@ -34,7 +34,7 @@ from harness_tools.run.timing import geomean
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.spec import Task
 
-ROUNDS = 2  # head-to-head rounds: each times every contender once, in turn
+ROUNDS = 2  # head-to-head rounds: each times every contender once; the order reverses every round (A B, B A)
 
 
 class Offer(BaseModel):
@@ -66,7 +66,8 @@ def offer(state: ServerState, run_id: str, task: Task, cand: Candidate, offered:
         out.best_decision = refused
         return
     record = _first(state, run_id, offered) if best is None else _head_to_head(state, run_id, task, cand, offered, best)
-    if best is not None and (why_not := _not_clearly_faster(record, best, "head-to-head ")):
+    if best is not None and (why_not := _not_clearly_faster(record, best, "head-to-head ")
+                             or _lost_a_round(record, best)):
         out.best_decision = why_not
         return
     _crown(state, run_id, task, cand, record)
@@ -96,6 +97,14 @@ def _not_clearly_faster(record: BestRecord, best: BestRecord, how: str) -> str |
     where = "slower than" if record.score_ms >= theirs_ms else "within the noise of"
     ci = f" [{theirs.low_ms:.4g}, {theirs.high_ms:.4g}]" if theirs else ""
     return f"not a new best: {how}{_fmt(record)} is {where} the best, {best.candidate_id} at {theirs_ms:.4g} ms{ci}"
+
+
+def _lost_a_round(record: BestRecord, best: BestRecord) -> str | None:
+    """A confirmed gain wins every round of the head-to-head, not only the pooled comparison."""
+    if record.rounds_won is None or record.rounds is None or record.rounds_won == record.rounds:
+        return None
+    return (f"not a new best: head-to-head on seed {record.seed}, {_fmt(record)} beat {best.candidate_id} in only "
+            f"{record.rounds_won} of {record.rounds} rounds")
 
 
 def _remeasured(state: ServerState, run_id: str, task: Task, cand: Candidate, offered: Offer,
@@ -129,14 +138,20 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
         contenders[baseline_id] = load_candidate(state, run_id, baseline_id)
     config = offered.config.model_copy(update={"seed": offered.result.seed, "roles": ["performance"], "outputs_dir": None})
     samples: dict[str, dict[str, list[float]]] = {cid: {} for cid in contenders}
+    per_round: dict[str, list[float]] = {cid: [] for cid in contenders}
+    order = list(contenders)
     with state.engine_lock, scratch_dir("cudaopt-h2h-"):
-        for _ in range(ROUNDS):
-            for cid, contender in contenders.items():
-                result = evaluate(task, contender, state.backend(), config)
+        for r in range(ROUNDS):
+            # reversing the order each round cancels a steady drift (clocks ramping, a neighbour leaving) that
+            # would otherwise favour whoever is timed second: seen on the H200 with a fixed order
+            for cid in order if r % 2 == 0 else reversed(order):
+                result = evaluate(task, contenders[cid], state.backend(), config)
+                per_round[cid].append(result.score_ms or float("inf"))
                 for case in result.cases:
                     if case.timing is not None:
                         samples[cid].setdefault(case.name, []).extend(case.timing.samples_ms)
     scores = {cid: _pooled(cases) for cid, cases in samples.items()}
+    won = sum(c < i for c, i in zip(per_round[offered.candidate_id], per_round[best.candidate_id]))
     mine, theirs = scores[offered.candidate_id], scores[best.candidate_id]
     base = scores.get(baseline_id) if baseline_id else None
     return BestRecord(candidate_id=offered.candidate_id, score_ms=mine[0], backend=offered.result.backend,
@@ -144,7 +159,7 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
                       incumbent_score_ms=theirs[0], incumbent_ci=theirs[1],
                       baseline_score_ms=base[0] if base else None,
                       warmup=config.timing.warmup if config.timing else None,
-                      reps=config.timing.reps * ROUNDS if config.timing else None)
+                      reps=config.timing.reps * ROUNDS if config.timing else None, rounds=ROUNDS, rounds_won=won)
 
 
 def _pooled(cases: dict[str, list[float]]) -> tuple[float, Interval]:

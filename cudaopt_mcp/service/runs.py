@@ -73,6 +73,8 @@ class BestRecord(BaseModel):
     baseline_score_ms: float | None = Field(None, description="the baseline, timed in the same head-to-head")
     warmup: int | None = None
     reps: int | None = Field(None, description="timed launches per case behind score_ms (pooled)")
+    rounds: int | None = Field(None, description="head-to-head rounds (the order reversed each round)")
+    rounds_won: int | None = Field(None, description="rounds in which the challenger's score beat the incumbent's")
 
 
 def atomic_write(path: Path, text: str) -> None:
