@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from cudaopt_mcp.api import CaseArg, EvaluateOutput, JobId, ProfileOutput, SanitizeOutput
 from cudaopt_mcp.server.tool_calls import REFUSALS, refusals_as_tool_errors, state_of, tool, tool_result
 from cudaopt_mcp.server.tools import (
-    ADDITIVE,
+    OVERWRITES,
     READ_ONLY,
     Defines,
     Launch,
@@ -131,7 +131,7 @@ class JobTable:
 
 
 def register(server: MCPServer, table: JobTable) -> None:
-    @tool(server, annotations=ADDITIVE)
+    @tool(server, annotations=OVERWRITES)
     async def start_evaluation(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
                                defines: Defines = None, options: Options = None, tunables: Tunables = None,
                                candidate_id: Annotated[str | None, Field(description="evaluate this stored candidate "

@@ -58,8 +58,11 @@ from harness_tools import backend_traits, bundled_task_names, resolve_task
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-ADDITIVE_IDEMPOTENT = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                      open_world_hint=False)
+# Tools that rewrite a candidate's stored records (evaluation.json, kept outputs, profile.json...) are destructive
+# in the spec's sense: the previous record is replaced. Those giving the same record for the same call are idempotent.
+OVERWRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+OVERWRITES_IDEMPOTENT = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                        open_world_hint=False)
 
 
 def _eval_summary(out: EvaluateOutput) -> str:
@@ -160,7 +163,7 @@ def register(server: MCPServer) -> None:
         return tool_result(out, f"{run_id}: task {out.run.task}, {out.run.candidates} candidates, {best}",
                        [(out.run.uri, run_id, "application/json")])
 
-    @tool(server, name="compile", annotations=ADDITIVE_IDEMPOTENT)
+    @tool(server, name="compile", annotations=OVERWRITES_IDEMPOTENT)
     async def compile_tool(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
                            defines: Defines = None, options: Options = None, tunables: Tunables = None,
                            note: Note = None) -> Annotated[CallToolResult, CompileOutput]:
@@ -177,7 +180,7 @@ def register(server: MCPServer) -> None:
                        [(out.source_uri, "kernel.cu", "text/x-cuda"), (out.log_uri, "compile.log", "text/plain")],
                        is_error=not out.ok)
 
-    @tool(server, annotations=ADDITIVE)
+    @tool(server, annotations=OVERWRITES)
     async def evaluate(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
                        defines: Defines = None, options: Options = None, tunables: Tunables = None,
                        candidate_id: StoredCandidateId = None,
@@ -191,7 +194,8 @@ def register(server: MCPServer) -> None:
         element, CUDA error names, per-case median latency, the score (geometric mean of performance
         medians, only when everything passed), speed-ups vs the run's baseline and best, and registers.
         A candidate that does not compile or is not correct is returned as an error result with the
-        evidence. On the cpu backend only validation cases run by default and timings are CPU wall clock.
+        evidence. On the cpu backend the validation cases and the performance cases sized for a CPU run;
+        its timings are CPU wall clock and rank CPU execution, not GPU speed.
         Typically a few seconds; progress notifications are sent while it runs."""
         cand = CandidateArgs(source=source, launch=launch, defines=defines, options=options, tunables=tunables)
         timing = TimingArgs(roles=roles, seed=seed, warmup=warmup, reps=reps, timeout_s=timeout_s)
@@ -199,7 +203,7 @@ def register(server: MCPServer) -> None:
                                                  candidate_id=candidate_id, candidate=cand, note=note, timing=timing)
         return tool_result(out, _eval_summary(out), _eval_links(out), is_error=not out.correct)
 
-    @tool(server, name="run", annotations=ADDITIVE)
+    @tool(server, name="run", annotations=OVERWRITES)
     async def run_tool(ctx: Context, run_id: RunId, candidate_id: CandidateId, roles: Roles = None,
                        seed: Seed = None, timeout_s: Timeout = 30.0) -> Annotated[CallToolResult, EvaluateOutput]:
         """Execute a compiled candidate once per case on fresh inputs and store its outputs (no timing).
@@ -227,7 +231,7 @@ def register(server: MCPServer) -> None:
                    else f"{run_id}/{candidate_id}: case {bad.name if bad else '?'}: {bad.message if bad else 'failed'}")
         return tool_result(out, summary, [(out.record_uri, out.source_record, "application/json")], is_error=not out.correct)
 
-    @tool(server, name="time", annotations=ADDITIVE)
+    @tool(server, name="time", annotations=OVERWRITES)
     async def time_tool(ctx: Context, run_id: RunId, candidate_id: CandidateId, warmup: Warmup = None,
                         reps: Reps = None, seed: Seed = None,
                         timeout_s: Timeout = 30.0) -> Annotated[CallToolResult, EvaluateOutput]:
@@ -241,7 +245,7 @@ def register(server: MCPServer) -> None:
                                                  candidate_id=candidate_id, timing=timing)
         return tool_result(out, _eval_summary(out), _eval_links(out), is_error=not out.correct)
 
-    @tool(server, annotations=ADDITIVE_IDEMPOTENT)
+    @tool(server, annotations=OVERWRITES_IDEMPOTENT)
     async def profile(ctx: Context, run_id: RunId, candidate_id: CandidateId,
                       case: CaseArg = None,
                       timeout_s: Annotated[float, Field(gt=0, le=600, description="seconds before ncu is killed")] = 300.0,
@@ -263,7 +267,7 @@ def register(server: MCPServer) -> None:
                    else f"profile {out.status}: {out.reason}")
         return tool_result(out, summary, links, is_error=not out.available)
 
-    @tool(server, annotations=ADDITIVE_IDEMPOTENT)
+    @tool(server, annotations=OVERWRITES_IDEMPOTENT)
     async def sanitize(ctx: Context, run_id: RunId, candidate_id: CandidateId,
                        tools: Annotated[list[Literal["memcheck", "racecheck", "initcheck", "synccheck"]] | None,
                                         Field(max_length=4, description="compute-sanitizer tools (cuda backend; "

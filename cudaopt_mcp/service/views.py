@@ -42,10 +42,14 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
 
 
 def first_error(log: str) -> str | None:
-    for line in log.splitlines():
+    """The line that says what went wrong: an error or refusal, else the last line that is not ptxas' report
+    (e.g. "kernel 'k' is not an entry point", appended after ptxas' "0 bytes gmem"), else the first line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in lines:
         if "error" in line.lower() or "refused" in line.lower():
-            return line.strip()[:MESSAGE_CHARS]
-    return log.strip().splitlines()[0][:MESSAGE_CHARS] if log.strip() else None
+            return line[:MESSAGE_CHARS]
+    other = [line for line in lines if not line.startswith("ptxas")]
+    return (other[-1] if other else lines[0])[:MESSAGE_CHARS] if lines else None
 
 
 # ---- tasks -------------------------------------------------------------------------------------------
@@ -141,7 +145,8 @@ def run_info(store: RunStore, record: RunRecord, server_backend: str, is_active,
                           remaining=None if record.max_candidates is None else max(record.max_candidates - used, 0)),
         best=best_info(store, record.run_id, store.best(record.run_id)),
         baseline_score_ms=baseline_score(store, record.run_id), candidates=used,
-        recent=[candidate_brief(store, record.run_id, c, is_active(record.run_id, c)) for c in ids[-recent:]],
+        recent=[candidate_brief(store, record.run_id, c, is_active(record.run_id, c)) for c in ids[-recent:]] if recent > 0
+        else [],  # ids[-0:] is every id: recent=0 (list_runs, the runs resource) means none
         uri=run_uri(record.run_id),
     )
 

@@ -40,7 +40,10 @@ def test_tools_are_described_annotated_and_typed(tmp_path):
                 assert tool.output_schema and tool.output_schema.get("type") == "object", tool.name
                 assert len(tool.description) > 100, tool.name
             assert tools["get_run"].annotations.read_only_hint and not tools["evaluate"].annotations.read_only_hint
-            assert not any(t.annotations.destructive_hint or t.annotations.open_world_hint for t in tools.values())
+            assert not any(t.annotations.open_world_hint for t in tools.values())
+            # the tools that replace a candidate's stored records say so; the others do not
+            rewriting = {"compile", "evaluate", "run", "time", "profile", "sanitize", "start_evaluation"}
+            assert {name for name, t in tools.items() if t.annotations.destructive_hint} == rewriting
             templates = {t.uri_template for t in (await c.list_resource_templates()).resource_templates}
             assert "cudaopt://runs/{run_id}/candidates/{candidate_id}/{artifact}" in templates
             assert [p.name for p in (await c.list_prompts()).prompts] == ["optimize"]
@@ -343,4 +346,25 @@ def test_start_then_poll(tmp_path, kernels):
                 refused = await call(c, "job", job_id=bad)
                 assert refused.is_error
             assert (await call(c, "start_evaluation", run_id="run-999")).is_error
+    anyio.run(main)
+
+
+def test_list_runs_stays_small_and_a_misnamed_kernel_says_why(tmp_path):
+    """list_runs and the runs resource summarise runs without listing their candidates; a kernel whose name is
+    not the task's says so in first_error (not ptxas' "0 bytes gmem" line)."""
+    source = resolve_task("transpose").read("baseline.cu").replace("void transpose(", "void not_the_kernel(")
+
+    async def main():
+        async with client(tmp_path / "results") as c:
+            run_id = (await call(c, "create_run", task="transpose")).structured_content["run_id"]
+            for roles in (["validation"], ["validation"]):
+                await call(c, "evaluate", run_id=run_id, roles=roles)
+            listed = (await call(c, "list_runs")).structured_content["runs"]
+            assert [r["run_id"] for r in listed] == [run_id] and all(not r.get("recent") for r in listed)
+            resource = json.loads((await c.read_resource("cudaopt://runs")).contents[0].text)
+            assert all(not r.get("recent") for r in resource["runs"])
+            got = (await call(c, "get_run", run_id=run_id)).structured_content
+            assert got["run"]["recent"]  # one run asked for: its latest candidates are shown
+            bad = await call(c, "compile", run_id=run_id, source=source)
+            assert bad.is_error and "not an entry point" in bad.structured_content["first_error"], bad.structured_content
     anyio.run(main)
