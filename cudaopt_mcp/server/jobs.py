@@ -131,7 +131,7 @@ class JobTable:
 
 
 def register(server: MCPServer, table: JobTable) -> None:
-    @tool(server, annotations=OVERWRITES)
+    @tool(server, annotations=OVERWRITES, title="Start long work in the background")
     async def start_evaluation(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
                                defines: Defines = None, options: Options = None, tunables: Tunables = None,
                                candidate_id: Annotated[str | None, Field(description="evaluate this stored candidate "
@@ -170,7 +170,7 @@ def register(server: MCPServer, table: JobTable) -> None:
         out = job.snapshot()
         return tool_result(out, f"started {out.job_id} ({what}) on {run_id}; poll job(job_id='{out.job_id}')")
 
-    @tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY, title="Poll background work")
     async def job(job_id: JobId) -> Annotated[CallToolResult, JobOutput]:
         """Progress of background work started with start_evaluation: status running / done / failed, the
         current stage and elapsed time; once done, the complete result (evaluation, profile or sanitize)."""

@@ -17,7 +17,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ResourceLink, TextContent, ToolAnnotations
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import HarnessError
@@ -115,9 +115,34 @@ def tool_result(model: BaseModel, summary: str, links: list[tuple[str, str, str]
     return CallToolResult(content=content, structured_content=structured, is_error=is_error)
 
 
-def tool(server: MCPServer, name: str | None = None, annotations: ToolAnnotations | None = None):
-    """``server.tool`` with the docstring dedented, so the model reads clean instructions."""
+def tool(server: MCPServer, name: str | None = None, annotations: ToolAnnotations | None = None,
+         title: str | None = None):
+    """``server.tool`` with the docstring dedented (the model reads clean instructions), a title for people, and
+    unknown arguments refused by name (a misspelled ``rep`` must not silently mean the default)."""
     def decorator(fn):
-        server.add_tool(fn, name=name, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
+        server.add_tool(fn, name=name, title=title, description=inspect.cleandoc(fn.__doc__ or ""),
+                        annotations=annotations)
+        _refuse_unknown_arguments(server, name or fn.__name__)
         return fn
     return decorator
+
+
+def _refuse_unknown_arguments(server: MCPServer, name: str) -> None:
+    """Swap the tool's argument model for one that names unknown arguments and lists the accepted ones, and say
+    so in its input schema. The SDK has no public hook for this; ``_tool_manager`` is pinned by ``mcp<3``."""
+    registered = server._tool_manager.get_tool(name)
+    base = registered.fn_metadata.arg_model
+    accepted = sorted(field.alias or field_name for field_name, field in base.model_fields.items())
+
+    class KnownArgumentsOnly(base):  # type: ignore[valid-type,misc]
+        @model_validator(mode="before")
+        @classmethod
+        def _known_only(cls, data: Any) -> Any:
+            unknown = sorted(set(data) - set(accepted)) if isinstance(data, dict) else []
+            if unknown:
+                raise ValueError(f"unknown argument(s) {', '.join(map(repr, unknown))}; {name} accepts: "
+                                 f"{', '.join(accepted) or 'no arguments'}")
+            return data
+
+    registered.fn_metadata.arg_model = KnownArgumentsOnly
+    registered.parameters["additionalProperties"] = False

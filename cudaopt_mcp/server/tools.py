@@ -95,7 +95,7 @@ def _eval_links(out: EvaluateOutput) -> list[tuple[str, str, str]]:
 
 
 def register(server: MCPServer) -> None:
-    @tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY, title="List bundled tasks")
     async def list_tasks() -> Annotated[CallToolResult, ListTasksOutput]:
         """List the bundled kernel-optimisation tasks (name, kernel, case counts, tunable parameters).
 
@@ -114,7 +114,7 @@ def register(server: MCPServer) -> None:
                                                "a task folder path or an inline spec")
         return tool_result(out, f"{len(rows)} tasks: {', '.join(r.name for r in rows)}")
 
-    @tool(server, annotations=ADDITIVE)
+    @tool(server, annotations=ADDITIVE, title="Create an optimisation run")
     async def create_run(
         ctx: Context,
         task: TaskRef = None,
@@ -133,7 +133,7 @@ def register(server: MCPServer) -> None:
                             f"signature: {out.task.signature}",
                        [(out.task.baseline_source_uri, "baseline source", "text/x-cuda")])
 
-    @tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY, title="List runs")
     async def list_runs(ctx: Context) -> Annotated[CallToolResult, ListRunsOutput]:
         """List the runs stored by this server (newest last) with their best candidate and budget.
 
@@ -146,7 +146,7 @@ def register(server: MCPServer) -> None:
         out = await run_blocking(None, collect)
         return tool_result(out, f"{len(out.runs)} runs: {', '.join(r.run_id + ' ' + r.task for r in out.runs) or 'none'}")
 
-    @tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY, title="Show a run")
     async def get_run(ctx: Context, run_id: RunId) -> Annotated[CallToolResult, GetRunOutput]:
         """Show one run: the task (signature, cases, tolerances, baseline launch), the budget, the best
         candidate so far with its speed-up over the baseline, the latest candidates with their status
@@ -163,7 +163,7 @@ def register(server: MCPServer) -> None:
         return tool_result(out, f"{run_id}: task {out.run.task}, {out.run.candidates} candidates, {best}",
                        [(out.run.uri, run_id, "application/json")])
 
-    @tool(server, name="compile", annotations=OVERWRITES_IDEMPOTENT)
+    @tool(server, name="compile", annotations=OVERWRITES_IDEMPOTENT, title="Compile a candidate")
     async def compile_tool(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
                            defines: Defines = None, options: Options = None, tunables: Tunables = None,
                            note: Note = None) -> Annotated[CallToolResult, CompileOutput]:
@@ -180,7 +180,7 @@ def register(server: MCPServer) -> None:
                        [(out.source_uri, "kernel.cu", "text/x-cuda"), (out.log_uri, "compile.log", "text/plain")],
                        is_error=not out.ok)
 
-    @tool(server, annotations=OVERWRITES)
+    @tool(server, annotations=OVERWRITES, title="Evaluate a candidate")
     async def evaluate(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
                        defines: Defines = None, options: Options = None, tunables: Tunables = None,
                        candidate_id: StoredCandidateId = None,
@@ -203,7 +203,7 @@ def register(server: MCPServer) -> None:
                                                  candidate_id=candidate_id, candidate=cand, note=note, timing=timing)
         return tool_result(out, _eval_summary(out), _eval_links(out), is_error=not out.correct)
 
-    @tool(server, name="run", annotations=OVERWRITES)
+    @tool(server, name="run", annotations=OVERWRITES, title="Run a candidate (no timing)")
     async def run_tool(ctx: Context, run_id: RunId, candidate_id: CandidateId, roles: Roles = None,
                        seed: Seed = None, timeout_s: Timeout = 30.0) -> Annotated[CallToolResult, EvaluateOutput]:
         """Execute a compiled candidate once per case on fresh inputs and store its outputs (no timing).
@@ -218,7 +218,7 @@ def register(server: MCPServer) -> None:
         failed = not out.compile.ok or any(c.status in ("run_error", "corrupted") for c in out.cases)
         return tool_result(out, _eval_summary(out), _eval_links(out), is_error=failed)
 
-    @tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY, title="Compare outputs with the reference")
     async def compare(ctx: Context, run_id: RunId, candidate_id: CandidateId) -> Annotated[CallToolResult, CompareOutput]:
         """Per-case error statistics of a candidate's latest stored outputs against the float64 reference.
 
@@ -231,7 +231,7 @@ def register(server: MCPServer) -> None:
                    else f"{run_id}/{candidate_id}: case {bad.name if bad else '?'}: {bad.message if bad else 'failed'}")
         return tool_result(out, summary, [(out.record_uri, out.source_record, "application/json")], is_error=not out.correct)
 
-    @tool(server, name="time", annotations=OVERWRITES)
+    @tool(server, name="time", annotations=OVERWRITES, title="Time a candidate")
     async def time_tool(ctx: Context, run_id: RunId, candidate_id: CandidateId, warmup: Warmup = None,
                         reps: Reps = None, seed: Seed = None,
                         timeout_s: Timeout = 30.0) -> Annotated[CallToolResult, EvaluateOutput]:
@@ -245,7 +245,7 @@ def register(server: MCPServer) -> None:
                                                  candidate_id=candidate_id, timing=timing)
         return tool_result(out, _eval_summary(out), _eval_links(out), is_error=not out.correct)
 
-    @tool(server, annotations=OVERWRITES_IDEMPOTENT)
+    @tool(server, annotations=OVERWRITES_IDEMPOTENT, title="Profile with Nsight Compute")
     async def profile(ctx: Context, run_id: RunId, candidate_id: CandidateId,
                       case: CaseArg = None,
                       timeout_s: Annotated[float, Field(gt=0, le=600, description="seconds before ncu is killed")] = 300.0,
@@ -267,7 +267,7 @@ def register(server: MCPServer) -> None:
                    else f"profile {out.status}: {out.reason}")
         return tool_result(out, summary, links, is_error=not out.available)
 
-    @tool(server, annotations=OVERWRITES_IDEMPOTENT)
+    @tool(server, annotations=OVERWRITES_IDEMPOTENT, title="Sanitize a candidate")
     async def sanitize(ctx: Context, run_id: RunId, candidate_id: CandidateId,
                        tools: Annotated[list[Literal["memcheck", "racecheck", "initcheck", "synccheck"]] | None,
                                         Field(max_length=4, description="compute-sanitizer tools (cuda backend; "
@@ -288,7 +288,7 @@ def register(server: MCPServer) -> None:
         return tool_result(out, out.text[:1500], [(out.record_uri, "sanitize.json", "application/json")],
                        is_error=out.status != "clean")
 
-    @tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY, title="Run history")
     async def history(ctx: Context, run_id: RunId,
                       offset: Annotated[int, Field(ge=0, description="index of the first event")] = 0,
                       limit: Annotated[int, Field(ge=1, le=100, description="events per page")] = 30,
@@ -301,7 +301,7 @@ def register(server: MCPServer) -> None:
         out = HistoryOutput(run_id=run_id, total=len(events), offset=offset, events=page, next_offset=nxt)
         return tool_result(out, f"{run_id}: events {offset}..{offset + len(page)} of {len(events)}")
 
-    @tool(server, annotations=READ_ONLY)
+    @tool(server, annotations=READ_ONLY, title="Best candidate")
     async def best(ctx: Context, run_id: RunId) -> Annotated[CallToolResult, BestOutput]:
         """The run's best candidate: the fastest one that passed every check, with its score, speed-up over
         the baseline, launch configuration and defines (source at source_uri), plus every candidate whose

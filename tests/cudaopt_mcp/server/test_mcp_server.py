@@ -368,3 +368,18 @@ def test_list_runs_stays_small_and_a_misnamed_kernel_says_why(tmp_path):
             bad = await call(c, "compile", run_id=run_id, source=source)
             assert bad.is_error and "not an entry point" in bad.structured_content["first_error"], bad.structured_content
     anyio.run(main)
+
+
+def test_unknown_arguments_are_refused_by_name_and_tools_have_titles(tmp_path):
+    async def main():
+        async with client(tmp_path / "results") as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert all(t.title for t in tools.values()), [n for n, t in tools.items() if not t.title]
+            assert all(t.input_schema.get("additionalProperties") is False for t in tools.values())
+            run_id = (await call(c, "create_run", task="transpose")).structured_content["run_id"]
+            bad = await call(c, "evaluate", run_id=run_id, rep=3, timeout=5)  # misspelt reps / timeout_s
+            assert bad.is_error
+            assert "unknown argument(s) 'rep', 'timeout'" in text(bad) and "reps" in text(bad) and "timeout_s" in text(bad)
+            history = (await call(c, "history", run_id=run_id)).structured_content
+            assert not any(e.get("event") == "evaluate" for e in history["events"])  # nothing ran on defaults
+    anyio.run(main)
