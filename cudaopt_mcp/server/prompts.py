@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
+from pydantic import Field
 
 from cudaopt_mcp.errors import RunError
 from cudaopt_mcp.service import views as S
@@ -167,12 +171,14 @@ def _case_line(case: dict) -> str:
 
 def register(server: MCPServer) -> None:
     @server.prompt(name="optimize", title="Optimise a run's kernel")
-    def optimize(run_id: str, ctx: Context, mode: str = "tools") -> str:
+    def optimize(ctx: Context, run_id: Annotated[str, Field(description="the run to optimise (from create_run)")],
+                 mode: Annotated[str, Field(description="'tools' (default): the model calls the tools itself; 'reply': "
+                                                        "it answers with one candidate per message")] = "tools") -> str:
         """Instructions to optimise the kernel of a run, with its task, best result, attempts and latest
         feedback. mode 'tools' (default): the model calls the tools itself; 'reply': it answers with one
         candidate per message and a client evaluates it."""
         state: ServerState = ctx.request_context.lifespan_context
         try:
             return render_optimize(state, run_id, mode)
-        except RunError as exc:
-            raise ValueError(str(exc)) from None
+        except (RunError, ValueError) as exc:  # a bad run id or mode: invalid params, with the reason (not -32603)
+            raise MCPError(INVALID_PARAMS, str(exc)) from None

@@ -269,8 +269,15 @@ def test_resources_and_prompt(tmp_path, kernels):
             body = prompt.messages[0].content.text
             assert 'extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols)' in body
             assert "Candidate c0001: incorrect" in body and "first at" in body and "$" not in body
-            with pytest.raises(MCPError):
+            # bad arguments are invalid params (-32602) with the reason, not an internal error
+            with pytest.raises(MCPError) as unknown:
                 await c.get_prompt("optimize", {"run_id": "run-404"})
+            assert unknown.value.error.code == -32602 and "unknown run 'run-404'" in unknown.value.error.message
+            with pytest.raises(MCPError) as bad_mode:
+                await c.get_prompt("optimize", {"run_id": "run-001", "mode": "chat"})
+            assert bad_mode.value.error.code == -32602 and "mode must be 'tools' or 'reply'" in bad_mode.value.error.message
+            listed = (await c.list_prompts()).prompts[0]
+            assert all(a.description for a in listed.arguments), listed.arguments
     anyio.run(main)
 
 
