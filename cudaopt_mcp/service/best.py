@@ -34,6 +34,7 @@ from harness_tools.run.timing import geomean
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.spec import Task
 
+HEAD_TO_HEAD_TIMEOUT_S = 120.0  # per evaluation: the offer's own budget may be nearly spent by the time it is offered
 ROUNDS = 2  # head-to-head rounds: each times every contender once; the order reverses every round (A B, B A)
 
 
@@ -136,7 +137,8 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
     baseline_id = _baseline_id(state, run_id)
     if baseline_id and baseline_id not in contenders:
         contenders[baseline_id] = load_candidate(state, run_id, baseline_id)
-    config = offered.config.model_copy(update={"seed": offered.result.seed, "roles": ["performance"], "outputs_dir": None})
+    config = offered.config.model_copy(update={"seed": offered.result.seed, "roles": ["performance"], "outputs_dir": None,
+                                               "timeout_s": HEAD_TO_HEAD_TIMEOUT_S})
     samples: dict[str, dict[str, list[float]]] = {cid: {} for cid in contenders}
     per_round: dict[str, list[float]] = {cid: [] for cid in contenders}
     order = list(contenders)
@@ -150,6 +152,10 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
                 for case in result.cases:
                     if case.timing is not None:
                         samples[cid].setdefault(case.name, []).extend(case.timing.samples_ms)
+    if not all(samples.values()):  # a contender timed nothing (a case failed or ran out of time): no verdict
+        return BestRecord(candidate_id=offered.candidate_id, score_ms=offered.result.score_ms or 0.0,
+                          backend=offered.result.backend, seed=offered.result.seed, score_ci=offered.result.score_ci,
+                          confirmed_against=best.candidate_id, rounds=ROUNDS, rounds_won=0)
     scores = {cid: _pooled(cases) for cid, cases in samples.items()}
     won = sum(c < i for c, i in zip(per_round[offered.candidate_id], per_round[best.candidate_id]))
     mine, theirs = scores[offered.candidate_id], scores[best.candidate_id]
