@@ -59,7 +59,10 @@ def summarize(task: str, outs: list, clones: int, start: int) -> dict:
             "score_median_ms": statistics.median(scores) if scores else None,
             "score_spread": (max(scores) - min(scores)) / statistics.median(scores) if scores else None,
             "cv_median": {name: statistics.median(v) for name, v in cvs.items()},
-            "decisions": sorted({(o.best_decision or "").split(":")[0] for o in outs[start:]})}
+            "decisions": sorted({(o.best_decision or "").split(":")[0] for o in outs[start:]}),
+            # how far the rule was pushed: repeats that got to a head-to-head, and the whole text of every false crown
+            "head_to_heads": sum(o.new_best or "head-to-head" in (o.best_decision or "") for o in outs[start:]),
+            "false_decisions": [o.best_decision for o in outs[start:] if o.new_best]}
 
 
 def _row(r: dict) -> str:
@@ -67,7 +70,7 @@ def _row(r: dict) -> str:
     score = f"{r['score_median_ms']:.4g}" if r["score_median_ms"] else "-"
     spread = f"{r['score_spread']:.1%}" if r["score_spread"] is not None else "-"
     return (f"{r['task']:<14}{r['evaluations']:>6}{r['correct']:>8}{r['false_new_best']:>15}{r['old_rule_new_best']:>9}"
-            f"{score:>11}{spread:>8}  {cv}")
+            f"{score:>11}{spread:>8}{r['head_to_heads']:>5}  {cv}")
 
 
 def main() -> int:
@@ -84,16 +87,16 @@ def main() -> int:
         state = ServerState.open(ServerConfig(results_dir=Path(tmp), backend=args.backend))
         print(f"backend {state.backend_name}; {args.repeats} clones + {args.same} re-evaluations per task, after the "
               "baseline", flush=True)
-        print(f"{'task':<14}{'evals':>6}{'correct':>8}{'false new best':>15}{'old rule':>9}{'score ms':>11}{'spread':>8}  "
+        print(f"{'task':<14}{'evals':>6}{'correct':>8}{'false new best':>15}{'old rule':>9}{'score ms':>11}{'spread':>8}{'h2h':>5}  "
               "median CV per performance case", flush=True)
         try:
             for task in args.tasks:  # each row as it is measured: a long run that is cut short still reports
                 rows.append(run_task(state, task, args.repeats, args.same, args.timeout))
                 print(_row(rows[-1]), flush=True)
+                if args.json:
+                    args.json.write_text(json.dumps(rows, indent=2))
         finally:
             state.close()
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
     total = sum(r["false_new_best"] for r in rows)
     print(f"false progress: {total} new best(s) in {sum(r['repeats'] for r in rows)} repeat evaluations "
           f"(goal 0); the old rule would have crowned {sum(r['old_rule_new_best'] for r in rows)}")

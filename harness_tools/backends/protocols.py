@@ -23,6 +23,9 @@ class BackendTraits(BaseModel):
     timing_note: str | None = Field(None, description="what its timings do not mean, for people and models")
     buffers_in_host_memory: bool = Field(description="its kernels' buffers live in host memory (a case must fit "
                                                      "the host's free memory), not in a device's")
+    min_gain: float = Field(description="the smallest relative gain that counts as progress: below it lies the "
+                                        "drift between evaluations of identical code measured on this backend "
+                                        "(docs/benchmarks.md, false progress)")
     sanitizer: Literal["compute-sanitizer", "race-check"] = Field(
         description="how `sanitize` checks a candidate: NVIDIA's compute-sanitizer on the GPU, or the "
                     "guarded-buffer run plus ThreadSanitizer race check of the cpu backend")

@@ -53,7 +53,7 @@ def memory_limit() -> int:
 
 class CpuBackend(WorkerBackend):
     name = "cpu"
-    traits = BackendTraits(clock="CPU wall clock", default_warmup=1, default_reps=10, profiler=False,
+    traits = BackendTraits(clock="CPU wall clock", default_warmup=1, default_reps=10, profiler=False, min_gain=0.05,
                            timing_note=CPU_TIMING_NOTE,
                            buffers_in_host_memory=True, sanitizer="race-check")
 

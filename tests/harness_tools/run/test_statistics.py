@@ -46,6 +46,14 @@ def test_faster_only_when_the_intervals_do_not_overlap():
     assert not clearly_faster(Interval(low_ms=1.20, high_ms=1.30, coverage=0.95), best)
 
 
+def test_a_gain_under_the_floor_is_not_faster_however_narrow_the_intervals():
+    # on the H200 identical code drifts by up to a few % between evaluations while each one's interval is ~0.05 %
+    best = Interval(low_ms=1.000, high_ms=1.001, coverage=0.95)
+    narrow_gain = Interval(low_ms=0.9950, high_ms=0.9955, coverage=0.95)  # 0.45 % below, intervals 0.05 % wide
+    assert clearly_faster(narrow_gain, best) and not clearly_faster(narrow_gain, best, min_gain=0.01)
+    assert clearly_faster(Interval(low_ms=0.980, high_ms=0.985, coverage=0.95), best, min_gain=0.01)
+
+
 def test_every_timing_summary_carries_its_median_interval():
     stats = summarize([float(x) for x in range(1, 101)])
     assert stats.median_ci is not None and (stats.median_ci.low_ms, stats.median_ci.high_ms) == (40.0, 61.0)
