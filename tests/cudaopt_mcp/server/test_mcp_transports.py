@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -180,21 +179,16 @@ def test_kill_9_mid_evaluation_then_restart_continues(tmp_path, http_server, ker
     anyio.run(after)
 
 
-def _inspector() -> list[str] | None:
-    found = shutil.which("mcp-inspector")
-    if found:
-        return [found]
-    local = os.environ.get("CUDAOPT_MCP_INSPECTOR")  # e.g. node_modules/.bin/mcp-inspector of a local npm install
-    return [local] if local and Path(local).is_file() else None
+INSPECTOR = ROOT / "conformance" / "node_modules" / ".bin" / "mcp-inspector"  # the version package-lock.json pins
 
 
-@pytest.mark.skipif(_inspector() is None, reason="MCP Inspector CLI not installed (npm install -g "
-                    "@modelcontextprotocol/inspector, or set CUDAOPT_MCP_INSPECTOR to its mcp-inspector binary)")
+@pytest.mark.skipif(not INSPECTOR.is_file(), reason="the MCP Inspector CLI pinned in conformance/ is not installed: "
+                    "run `npm ci --prefix conformance`")
 def test_mcp_inspector_cli_lists_tools_and_evaluates(tmp_path):
     server = [sys.executable, "-m", "cudaopt_mcp.server", "--results", str(tmp_path / "results"), "--backend", "cpu"]
 
     def inspector(*args: str) -> dict:
-        out = subprocess.run([*_inspector(), "--cli", *server, *args], check=False, cwd=ROOT, capture_output=True, text=True,
+        out = subprocess.run([str(INSPECTOR), "--cli", *server, *args], check=False, cwd=ROOT, capture_output=True, text=True,
                              timeout=180)
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
