@@ -82,6 +82,8 @@ InlineFiles = Annotated[dict[Annotated[str, Field(max_length=128)], Annotated[st
                                       description="files an inline spec names: {file name: text}")]
 CaseArg = Annotated[str | None, Field(max_length=MAX_NAME_CHARS,
                                       description="performance case to profile (default: the first)")]
+PageCursor = Annotated[str | None, Field(max_length=200, description="next_cursor of the previous page; omit for "
+                                                                    "the first page")]
 CaseList = Annotated[list[Name] | None, Field(max_length=MAX_CASES, description="validation cases (default: all)")]
 
 CandidateStatus = Literal["compiled", "compile_error", "refused", "correct", "incorrect", "evaluating",
@@ -193,7 +195,10 @@ class GetRunOutput(BaseModel):
 
 
 class ListRunsOutput(BaseModel):
-    runs: list[RunInfo]
+    runs: list[RunInfo] = Field(description="one page of runs, oldest first")
+    total: int = Field(0, description="runs in the store")
+    next_cursor: str | None = Field(None, description="pass as cursor for the next page (absent: last page)")
+    next_uri: str | None = Field(None, description="the next page as a resource")
 
 
 class CompileOutput(BaseModel):
@@ -340,6 +345,7 @@ class HistoryOutput(BaseModel):
     offset: int
     events: list[dict[str, Any]]
     next_offset: int | None = None
+    next_cursor: str | None = Field(None, description="pass as cursor for the next page (absent: last page)")
 
 
 class BestOutput(BaseModel):
@@ -347,7 +353,9 @@ class BestOutput(BaseModel):
     best: BestInfo | None = None
     launch: LaunchSpec | None = None
     defines: dict[str, Expr] | None = None
-    correct_candidates: list[str] = Field(description="ids of candidates whose latest record is correct")
+    correct_candidates: list[str] = Field(description="ids of the newest candidates whose latest record is correct")
+    correct_total: int | None = Field(None, description="how many candidates are correct (more than listed: the "
+                                                        "newest are listed)")
     note: str | None = None
 
 

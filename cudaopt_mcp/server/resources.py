@@ -1,14 +1,17 @@
 """Resources: runs, task files and candidate artifacts, readable by URI (tools link to them).
 
-    cudaopt://runs                                                   every run (JSON)
+    cudaopt://runs{?cursor}                                          the runs, a page at a time (JSON)
     cudaopt://runs/{run_id}                                          one run: task, budget, best, recent candidates
-    cudaopt://runs/{run_id}/history                                  the append-only history (JSON lines)
+    cudaopt://runs/{run_id}/history{?page}                           the append-only history (JSON lines), in pages
     cudaopt://runs/{run_id}/best/{name}                              the exported best kernel (best_kernel.cu, ...)
     cudaopt://runs/{run_id}/task/{name}                              a file of the run's task (task.json, baseline.cu)
-    cudaopt://runs/{run_id}/candidates/{candidate_id}/{artifact}     kernel.cu, compile.log, evaluation.json, ...
-    cudaopt://runs/{run_id}/candidates/{candidate_id}/outputs/{case}/{buffer}   a kept output (.npy bytes)
+    cudaopt://runs/{run_id}/candidates/{candidate_id}/{name}         kernel.cu, compile.log, evaluation.json, ...
+    cudaopt://runs/{run_id}/candidates/{candidate_id}/outputs/{case}/{buffer}{?part}   a kept output (.npy bytes)
+    .../outputs/{case}/{buffer}/summary                              its shape, dtype, range and NaN count (JSON)
 
-The templates are :mod:`cudaopt_mcp.api`'s constants, so the links the tools hand out resolve here.
+Files are registered once per suffix (``{name}.cu``, ``{name}.json``, ...; :mod:`cudaopt_mcp.api_pages`), so
+each template announces the MIME type its reads return; a family's catch-all serves other names as text.
+No read exceeds the bound of :mod:`cudaopt_mcp.api_pages`: a bigger file is read in ``?part=N`` parts.
 Every id and name is validated by the run store before a path is built; unknown ones are refused.
 Hidden cases are never served: task.json loses its ``hidden`` block, and the hidden check's record has a
 name no artifact pattern admits (:mod:`cudaopt_mcp.service.hidden`).
@@ -22,32 +25,55 @@ from collections.abc import Callable
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
 
 from cudaopt_mcp.api import (
     ARTIFACT_TEMPLATE,
     BEST_EXPORT_TEMPLATE,
     BEST_EXPORTS,
-    HISTORY_TEMPLATE,
-    OUTPUT_TEMPLATE,
     RUN_TEMPLATE,
     RUNS_URI,
     TASK_FILE_TEMPLATE,
     GetRunOutput,
-    ListRunsOutput,
+    output_uri,
 )
-from cudaopt_mcp.errors import RunError
+from cudaopt_mcp.api_pages import (
+    BINARY,
+    HISTORY_PAGE_EVENTS,
+    HISTORY_PAGE_TEMPLATE,
+    MIME_BY_SUFFIX,
+    OUTPUT_PARTS_TEMPLATE,
+    OUTPUT_SUMMARY_TEMPLATE,
+    PART_BYTES,
+    READ_CHARS,
+    RUNS_PAGE,
+    RUNS_PAGE_TEMPLATE,
+    TEXT,
+    file_templates,
+)
+from cudaopt_mcp.errors import RunError, StepRefused
+from cudaopt_mcp.service import pages
 from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.hidden import public_task_json
 from cudaopt_mcp.service.runs import ARTIFACT
 from cudaopt_mcp.service.state import ServerState
 from harness_tools.task.loading import TASK_FILE
 
-MIME = {".cu": "text/x-cuda", ".cuh": "text/x-cuda", ".json": "application/json", ".jsonl": "application/x-ndjson",
-        ".log": "text/plain", ".py": "text/x-python", ".npy": "application/octet-stream"}
+JSON = "application/json"
 _CASE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-BINARY_SUFFIXES = (".ncu-rep",)
+PARTS_NOTE = (f"A file over {READ_CHARS:,} characters ({PART_BYTES:,} bytes if binary) is too big for one read: "
+              "read without ?part it is refused with its number of parts N and their URIs; ?part=1 to ?part=N "
+              "return it in order, each a plain slice (concatenated, they are the file).")
+ARTIFACTS_DOC = ("A candidate's artifact: kernel.cu, candidate.json, compile.json, compile.log, evaluation.json, "
+                 "execution.json (from run), timing.json (from time), profile.json / profile.details.csv / "
+                 "profile.ncu-rep (binary, from profile), sanitize.json / sanitize-<tool>.log (from sanitize).")
+TASK_FILES_DOC = ("A file of the run's own copy of its task: task.json (without its hidden cases), the baseline "
+                  "source, the tunable kernel, the reference.")
+EXPORTS_DOC = ("The run's best kernel exported standalone: best_kernel.cu (defines baked in, launch configuration "
+               "in its header comment) or best_launch.json.")
+FAMILIES = {ARTIFACT_TEMPLATE: ("Candidate artifact", ARTIFACTS_DOC), TASK_FILE_TEMPLATE: ("Task file", TASK_FILES_DOC),
+            BEST_EXPORT_TEMPLATE: ("Best kernel export", EXPORTS_DOC)}
 
 
 def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
@@ -60,17 +86,25 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
                 return fn(*args, **kwargs)
             except RunError as exc:
                 raise ResourceNotFoundError(str(exc)) from None
+            except StepRefused as exc:  # too big for one read, a bad part or cursor: what to ask instead
+                raise MCPError(INVALID_PARAMS, str(exc)) from None
         return wrapper
 
-    @server.resource(RUNS_URI, name="runs", mime_type="application/json")
+    runs_doc = (f"The runs in this server's results folder, {RUNS_PAGE} a page, oldest first, each with budget and "
+                "best candidate (no candidate lists). next_uri (or ?cursor=<next_cursor>) is the next page; total "
+                "counts them all.")
+
+    @server.resource(RUNS_URI, name="runs", title="Runs", description=runs_doc, mime_type=JSON)
     @guarded
     def runs() -> str:
-        """Every run in this server's results folder, with budget and best candidate."""
-        state = state_of()
-        return ListRunsOutput(runs=[S.run_info(state.store, r, state.backend_name, state.is_active, recent=0)
-                                    for r in state.store.list_runs()]).model_dump_json(indent=2, exclude_none=True)
+        return pages.runs_page(state_of(), None).model_dump_json(indent=1, exclude_none=True)
 
-    @server.resource(RUN_TEMPLATE, name="run", mime_type="application/json")
+    @server.resource(RUNS_PAGE_TEMPLATE, name="runs page", title="Runs (a page)", description=runs_doc, mime_type=JSON)
+    @guarded
+    def runs_from(cursor: str | None = None) -> str:
+        return pages.runs_page(state_of(), cursor).model_dump_json(indent=1, exclude_none=True)
+
+    @server.resource(RUN_TEMPLATE, name="run", title="Run", mime_type=JSON)
     @guarded
     def run(run_id: str) -> str:
         """One run: its task, budget, best candidate, latest candidates and a history digest."""
@@ -81,53 +115,92 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
                            history_digest=[S.history_line(e) for e in state.store.history(run_id, limit=12)])
         return out.model_dump_json(indent=2, exclude_none=True)
 
-    @server.resource(HISTORY_TEMPLATE, name="run history", mime_type="application/x-ndjson")
+    @server.resource(HISTORY_PAGE_TEMPLATE, name="run history", title="Run history", mime_type="application/x-ndjson",
+                     description=f"The run's append-only history, one JSON event per line, oldest first. Up to "
+                                 f"{HISTORY_PAGE_EVENTS} events it is served whole; a longer one in pages of "
+                                 f"{HISTORY_PAGE_EVENTS} events, ?page=1 (the oldest) to ?page=N (the newest): read "
+                                 "without ?page it is refused with N and the pages' URIs. The history tool pages "
+                                 "it too, with a cursor.")
     @guarded
-    def run_history(run_id: str) -> str:
-        """The run's append-only history, one JSON event per line, oldest first."""
-        path = state_of().store.run_file(run_id, "history.jsonl")
-        return path.read_text() if path.is_file() else ""
+    def run_history(run_id: str, page: str | None = None) -> str:
+        return pages.history_resource_page(state_of(), run_id, page)
 
-    @server.resource(BEST_EXPORT_TEMPLATE, name="best kernel export")
-    @guarded
-    def best_export(run_id: str, name: str) -> str:
-        """The run's best kernel exported standalone: best_kernel.cu (defines baked in, launch configuration
-        in its header comment) or best_launch.json."""
-        if name not in BEST_EXPORTS:
-            raise RunError(f"no export {name!r}: ask for best_kernel.cu or best_launch.json")
-        path = state_of().store.run_file(run_id, name)
-        if not path.is_file():
-            raise RunError(f"run {run_id} has no scored best candidate yet, so nothing is exported")
-        return path.read_text()
+    for template, family, suffix in file_templates():
+        title, description = FAMILIES[family]
+        mime = MIME_BY_SUFFIX[suffix] if suffix else TEXT
+        kind = f"Files named *{suffix}, served as {mime}." if suffix else "Files of any other name, served as text."
+        server.resource(template, name=f"{title.lower()} {suffix or '(other)'}", title=f"{title} ({suffix or 'other'})",
+                        description=f"{description} {kind} {PARTS_NOTE}", mime_type=mime,
+                        )(guarded(_reader(family, state_of, suffix or "", mime == BINARY)))
 
-    @server.resource(TASK_FILE_TEMPLATE, name="task file")
+    @server.resource(OUTPUT_PARTS_TEMPLATE, name="kept output", title="Kept output (.npy)", mime_type=BINARY,
+                     description="A kernel output of the candidate's latest run/evaluate, as a NumPy .npy file "
+                                 f"(outputs_kept names the cases). One up to {PART_BYTES:,} bytes is served whole; a "
+                                 "bigger one in parts, ?part=1 to ?part=N, read without ?part it is refused with N, "
+                                 "the parts' URIs and its summary. .../summary describes any output in JSON.")
     @guarded
-    def task_file(run_id: str, name: str) -> str:
-        """A file of the run's own copy of its task: task.json (without its hidden cases), the baseline source,
-        the tunable kernel."""
-        if not ARTIFACT.match(name) or ".." in name:
-            raise RunError(f"invalid task file name {name!r}")
-        path = state_of().store.run_file(run_id, "task") / name
-        if not path.is_file():
-            raise RunError(f"run {run_id}'s task has no file {name!r}")
-        return public_task_json(path.read_text()) if name == TASK_FILE else path.read_text()
+    def output(run_id: str, candidate_id: str, case: str, buffer: str, part: str | None = None) -> bytes:
+        path = _output_path(state_of(), run_id, candidate_id, case, buffer)
+        uri = output_uri(run_id, candidate_id, case, buffer)
 
-    @server.resource(ARTIFACT_TEMPLATE, name="candidate artifact")
-    @guarded
-    def artifact(run_id: str, candidate_id: str, artifact: str) -> str | bytes:
-        """A candidate's artifact: kernel.cu, candidate.json, compile.json, compile.log, evaluation.json,
-        execution.json (from run), timing.json (from time), profile.json / profile.details.csv /
-        profile.ncu-rep (binary, from profile), sanitize.json / sanitize-<tool>.log (from sanitize)."""
-        path = state_of().store.artifact_path(run_id, candidate_id, artifact)
-        return path.read_bytes() if path.suffix in BINARY_SUFFIXES else path.read_text()
+        def about() -> str:  # said only when the output is refused whole: it scans every element
+            s = S.output_summary(path, case, buffer, uri, pages.parts_of(path.stat().st_size, binary=True))
+            return f" ({s.dtype} {s.shape}, finite range [{s.min}, {s.max}], {s.nan_count} NaN; summary at {uri}/summary)"
+        return pages.binary_part(path, uri, part, about)
 
-    @server.resource(OUTPUT_TEMPLATE, name="kept output", mime_type="application/octet-stream")
+    @server.resource(OUTPUT_SUMMARY_TEMPLATE, name="kept output summary", title="Kept output summary",
+                     mime_type=JSON)
     @guarded
-    def output(run_id: str, candidate_id: str, case: str, buffer: str) -> bytes:
-        """A kernel output of the candidate's latest run/evaluate, as a NumPy .npy file (small cases only)."""
-        if not _CASE.match(case) or ".." in case or not ARTIFACT.match(buffer) or ".." in buffer:
-            raise RunError(f"invalid case or buffer name {case!r}/{buffer!r}")
-        path = state_of().store.candidate_dir(run_id, candidate_id) / "outputs" / case / f"{buffer}.npy"
-        if not path.is_file():
-            raise RunError(f"no kept output {case}/{buffer} for candidate {candidate_id} of {run_id}")
-        return path.read_bytes()
+    def output_summary(run_id: str, candidate_id: str, case: str, buffer: str) -> str:
+        """What a kept output holds without its bytes: dtype, shape, elements, size, smallest and largest finite
+        value, NaN and Inf counts, and how many reads its bytes take (parts) with the first part's URI."""
+        path = _output_path(state_of(), run_id, candidate_id, case, buffer)
+        uri = output_uri(run_id, candidate_id, case, buffer)
+        parts = pages.parts_of(path.stat().st_size, binary=True)
+        return S.output_summary(path, case, buffer, uri, parts).model_dump_json(indent=1, exclude_none=True)
+
+
+def _reader(family: str, state_of: Callable[[], ServerState], suffix: str, binary: bool):
+    """The read function of one file template: ``name`` comes without the template's own suffix."""
+    def read(run_id: str, name: str, part: str | None = None, candidate_id: str | None = None) -> str | bytes:
+        name += suffix
+        store = state_of().store
+        if family == ARTIFACT_TEMPLATE:
+            path = store.artifact_path(run_id, candidate_id, name)
+        elif family == BEST_EXPORT_TEMPLATE:
+            if name not in BEST_EXPORTS:
+                raise RunError(f"no export {name!r}: ask for best_kernel.cu or best_launch.json")
+            path = store.run_file(run_id, name)
+            if not path.is_file():
+                raise RunError(f"run {run_id} has no scored best candidate yet, so nothing is exported")
+        else:
+            if not ARTIFACT.match(name) or ".." in name:
+                raise RunError(f"invalid task file name {name!r}")
+            path = store.run_file(run_id, "task") / name
+            if not path.is_file():
+                raise RunError(f"run {run_id}'s task has no file {name!r}")
+        uri = family.format(run_id=run_id, candidate_id=candidate_id, name=name, artifact=name)
+        if binary:
+            return pages.binary_part(path, uri, part)
+        text = path.read_text(errors="replace")
+        return pages.text_part(public_task_json(text) if family == TASK_FILE_TEMPLATE and name == TASK_FILE else text,
+                               uri, part)
+
+    if family == ARTIFACT_TEMPLATE:
+        def artifact(run_id: str, candidate_id: str, name: str, part: str | None = None) -> str | bytes:
+            return read(run_id, name, part, candidate_id)
+        return artifact
+
+    def run_file(run_id: str, name: str, part: str | None = None) -> str | bytes:
+        return read(run_id, name, part)
+    return run_file
+
+
+def _output_path(state: ServerState, run_id: str, candidate_id: str, case: str, buffer: str):
+    if not _CASE.match(case) or ".." in case or not ARTIFACT.match(buffer) or ".." in buffer:
+        raise RunError(f"invalid case or buffer name {case!r}/{buffer!r}")
+    path = state.store.candidate_dir(run_id, candidate_id) / "outputs" / case / f"{buffer}.npy"
+    if not path.is_file():
+        raise RunError(f"no kept output {case}/{buffer} for candidate {candidate_id} of {run_id}")
+    return path
+

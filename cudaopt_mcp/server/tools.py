@@ -36,6 +36,7 @@ from cudaopt_mcp.api import (  # the bounded argument types, shared with jobs.py
     ListTasksOutput,
     Note,
     Options,
+    PageCursor,
     ProfileOutput,
     Reps,
     Roles,
@@ -50,8 +51,9 @@ from cudaopt_mcp.api import (  # the bounded argument types, shared with jobs.py
     Tunables,
     Warmup,
 )
+from cudaopt_mcp.api_pages import CORRECT_LISTED
 from cudaopt_mcp.server.tool_calls import run_blocking, state_of, tool, tool_result
-from cudaopt_mcp.service import candidates, evaluations, inspections, run_creation
+from cudaopt_mcp.service import candidates, evaluations, inspections, pages, run_creation
 from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
 from harness_tools import backend_traits, bundled_task_names, resolve_task
@@ -134,17 +136,15 @@ def register(server: MCPServer) -> None:
                        [(out.task.baseline_source_uri, "baseline source", "text/x-cuda")])
 
     @tool(server, annotations=READ_ONLY, title="List runs")
-    async def list_runs(ctx: Context) -> Annotated[CallToolResult, ListRunsOutput]:
-        """List the runs stored by this server (newest last) with their best candidate and budget.
+    async def list_runs(ctx: Context, cursor: PageCursor = None) -> Annotated[CallToolResult, ListRunsOutput]:
+        """List the runs stored by this server (oldest first) with their best candidate and budget, a page at a
+        time: pass next_cursor back as cursor for the next page (no next_cursor: the last page; total counts all).
 
         Use it to continue earlier work: any run_id listed here can be passed to the other tools."""
-        state = state_of(ctx)
-
-        def collect() -> ListRunsOutput:
-            return ListRunsOutput(runs=[S.run_info(state.store, r, state.backend_name, state.is_active, recent=0)
-                                        for r in state.store.list_runs()])
-        out = await run_blocking(None, collect)
-        return tool_result(out, f"{len(out.runs)} runs: {', '.join(r.run_id + ' ' + r.task for r in out.runs) or 'none'}")
+        out = await run_blocking(None, pages.runs_page, state_of(ctx), cursor)
+        ids = ", ".join(r.run_id + " " + r.task for r in out.runs) or "none"
+        more = f"; more: cursor={out.next_cursor}" if out.next_cursor else ""
+        return tool_result(out, f"{len(out.runs)} of {out.total} runs: {ids}{more}")
 
     @tool(server, annotations=READ_ONLY, title="Show a run")
     async def get_run(ctx: Context, run_id: RunId) -> Annotated[CallToolResult, GetRunOutput]:
@@ -291,22 +291,23 @@ def register(server: MCPServer) -> None:
     @tool(server, annotations=READ_ONLY, title="Run history")
     async def history(ctx: Context, run_id: RunId,
                       offset: Annotated[int, Field(ge=0, description="index of the first event")] = 0,
-                      limit: Annotated[int, Field(ge=1, le=100, description="events per page")] = 30,
+                      limit: Annotated[int, Field(ge=1, le=100, description="events per page (at most)")] = 30,
+                      cursor: PageCursor = None,
                       ) -> Annotated[CallToolResult, HistoryOutput]:
         """The run's append-only event history (created, candidate, compiled, evaluate, run, time, best),
-        oldest first, one page at a time: pass next_offset back as offset for the next page."""
-        events = await run_blocking(None, state_of(ctx).store.history, run_id)
-        page = events[offset: offset + limit]
-        nxt = offset + limit if offset + limit < len(events) else None
-        out = HistoryOutput(run_id=run_id, total=len(events), offset=offset, events=page, next_offset=nxt)
-        return tool_result(out, f"{run_id}: events {offset}..{offset + len(page)} of {len(events)}")
+        oldest first, one page at a time: pass next_cursor back as cursor (or next_offset as offset) for the
+        next page; none means the last page. A page stops early rather than grow past ~30,000 characters."""
+        out = await run_blocking(None, pages.history_tool_page, state_of(ctx), run_id, offset, limit, cursor)
+        more = f"; next_cursor={out.next_cursor}" if out.next_cursor else ""
+        return tool_result(out, f"{run_id}: events {out.offset}..{out.offset + len(out.events)} of {out.total}{more}")
 
     @tool(server, annotations=READ_ONLY, title="Best candidate")
     async def best(ctx: Context, run_id: RunId) -> Annotated[CallToolResult, BestOutput]:
         """The run's best candidate: the fastest one that passed every check, with its score, speed-up over
         the baseline, launch configuration and defines (source at source_uri), plus every candidate whose
-        latest record is correct. On the cpu backend with validation-only evaluations there is no score and
-        so no best; correct_candidates still lists the correct ones."""
+        latest record is correct (the newest 200; correct_total counts them all). On the cpu backend with
+        validation-only evaluations there is no score and so no best; correct_candidates still lists the
+        correct ones."""
         state = state_of(ctx)
 
         def collect() -> BestOutput:
@@ -314,7 +315,8 @@ def register(server: MCPServer) -> None:
             record = store.best(run_id)
             correct = [c for c in store.candidate_ids(run_id)
                        if S.candidate_brief(store, run_id, c, state.is_active(run_id, c)).status == "correct"]
-            out = BestOutput(run_id=run_id, best=S.best_info(store, run_id, record), correct_candidates=correct)
+            out = BestOutput(run_id=run_id, best=S.best_info(store, run_id, record),
+                             correct_candidates=correct[-CORRECT_LISTED:], correct_total=len(correct))
             if record is not None:
                 cand = candidates.load_candidate(state, run_id, record.candidate_id)
                 out.launch, out.defines = cand.launch, dict(cand.defines)
@@ -322,7 +324,10 @@ def register(server: MCPServer) -> None:
                 out.note = "no scored correct candidate yet (a score needs timed performance cases)"
             return out
         out = await run_blocking(None, collect)
+        correct = ", ".join(out.correct_candidates[-10:]) or "none"
+        if out.correct_total and out.correct_total > 10:
+            correct = f"{out.correct_total}, the newest {correct}"
         summary = (f"{run_id}: best {out.best.candidate_id} at {out.best.score_ms:.4g} ms" if out.best
-                   else f"{run_id}: no best yet; correct: {', '.join(out.correct_candidates) or 'none'}")
+                   else f"{run_id}: no best yet; correct: {correct}")
         links = [(out.best.source_uri, "best kernel.cu", "text/x-cuda")] if out.best else []
         return tool_result(out, summary, links)

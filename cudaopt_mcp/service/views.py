@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from cudaopt_mcp.api import (
     BestInfo,
     BudgetInfo,
@@ -27,6 +29,7 @@ from cudaopt_mcp.api import (
     run_uri,
     task_file_uri,
 )
+from cudaopt_mcp.api_pages import OutputSummary, part_uri
 from cudaopt_mcp.service.runs import BestRecord, RunRecord, RunStore
 from harness_tools.compile import CompileResult
 from harness_tools.evaluation import CaseResult
@@ -156,6 +159,23 @@ def history_line(event: dict[str, Any]) -> str:
     rest = {k: v for k, v in event.items() if k not in ("time", "event")}
     text = " ".join(f"{k}={v}" for k, v in rest.items())
     return f"{when} {event.get('event', '?')} {text}"[:MESSAGE_CHARS]
+
+
+def output_summary(path: Path, case: str, buffer: str, uri: str, parts: int) -> OutputSummary:
+    """Shape, dtype, finite range and NaN/Inf counts of a kept .npy output (memory-mapped: it may be 64 MiB)."""
+    array = np.load(path, mmap_mode="r", allow_pickle=False)
+    low = high = None
+    nan = inf = 0
+    if array.size and array.dtype.kind in "fc":
+        finite = np.isfinite(array)
+        nan, inf = int(np.isnan(array).sum()), int(np.isinf(array).sum())
+        if finite.any():
+            low, high = float(array[finite].real.min()), float(array[finite].real.max())
+    elif array.size and array.dtype.kind in "iub":
+        low, high = float(array.min()), float(array.max())
+    return OutputSummary(case=case, buffer=buffer, dtype=str(array.dtype), shape=list(array.shape),
+                         elements=int(array.size), bytes=path.stat().st_size, min=low, max=high, nan_count=nan,
+                         inf_count=inf, uri=uri, parts=parts, first_part_uri=part_uri(uri, 1) if parts > 1 else None)
 
 
 # ---- engine results ---------------------------------------------------------------------------------

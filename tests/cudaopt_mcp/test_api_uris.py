@@ -8,12 +8,15 @@ import json
 import anyio
 from mcp import Client
 
-from cudaopt_mcp import api
+from cudaopt_mcp import api, api_pages
 from cudaopt_mcp.server.app import build_server
 from cudaopt_mcp.service.state import ServerConfig
 
-TEMPLATES = {api.RUN_TEMPLATE, api.HISTORY_TEMPLATE, api.BEST_EXPORT_TEMPLATE, api.TASK_FILE_TEMPLATE,
-             api.ARTIFACT_TEMPLATE, api.OUTPUT_TEMPLATE}
+# the api's families, registered as pages, parts and one template per file suffix (api_pages)
+TEMPLATES = {api.RUN_TEMPLATE, api.HISTORY_TEMPLATE + "{?page}", api.RUNS_URI + "{?cursor}",
+             api.OUTPUT_TEMPLATE + "{?part}", api.OUTPUT_TEMPLATE + "/summary"}
+TEMPLATES |= {api_pages.typed_template(family, suffix) for family, suffixes in api_pages.FILE_FAMILIES.items()
+              for suffix in (*suffixes, None) if suffix or family != api.BEST_EXPORT_TEMPLATE}
 BOTH = ["validation", "performance"]
 
 

@@ -45,7 +45,7 @@ def test_tools_are_described_annotated_and_typed(tmp_path):
             rewriting = {"compile", "evaluate", "run", "time", "profile", "sanitize", "start_evaluation"}
             assert {name for name, t in tools.items() if t.annotations.destructive_hint} == rewriting
             templates = {t.uri_template for t in (await c.list_resource_templates()).resource_templates}
-            assert "cudaopt://runs/{run_id}/candidates/{candidate_id}/{artifact}" in templates
+            assert "cudaopt://runs/{run_id}/candidates/{candidate_id}/{name}.cu{?part}" in templates
             assert [p.name for p in (await c.list_prompts()).prompts] == ["optimize"]
     anyio.run(main)
 
