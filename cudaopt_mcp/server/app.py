@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator
 from mcp.server import MCPServer
 
 from cudaopt_mcp.errors import ServeError
-from cudaopt_mcp.server import jobs, prompts, resources, tools
+from cudaopt_mcp.server import completions, jobs, prompts, resources, tools
 from cudaopt_mcp.server.options import add_serve_arguments, config_from_args
 from cudaopt_mcp.server.transports import is_loopback, serve_http
 from cudaopt_mcp.service.state import ServerConfig, ServerState
@@ -85,6 +85,7 @@ def build_server(config: ServerConfig) -> MCPServer:
     jobs.register(server, jobs.JobTable())
     resources.register(server, shared.get)
     prompts.register(server)
+    completions.register(server, shared.get)
     return server
 
 
