@@ -28,7 +28,7 @@ export async function checkCancellation(report, session, { runId, signature, can
     report.fail("evaluate of a spinning kernel is still running after 2 s", `it answered: ${textOf(early.result).slice(0, 200)}`);
     return null;
   }
-  const requestId = request?.message.id;
+  const requestId = request?.id;
   const notified = session.wire.sent((m) => m.method === "notifications/cancelled" && m.params?.requestId === requestId);
   report.check("the SDK sent notifications/cancelled for the aborted tools/call", requestId !== undefined && notified.length === 1,
     `request id ${requestId}`);

@@ -1,5 +1,5 @@
 // resources/read of every listed resource, of every ResourceLink a tool returned and of the run templates;
-// resources/subscribe when claimed; the -32002 of an unknown resource (2025-11-25 server/resources).
+// resources/subscribe when claimed; the not-found error of an unknown resource (server/resources).
 
 import { describe } from "../lib/report.mjs";
 
@@ -46,11 +46,13 @@ export async function checkResourceReads(report, session, { resources, templates
   const runOnly = templates.filter((t) => /^[^{}]*\{run_id\}[^{}]*$/.test(t.uriTemplate));
   checkReads(report, "the templates with only {run_id}", await readAll(session,
     runOnly.map((t) => ({ uri: t.uriTemplate.replace("{run_id}", runId), mimeType: t.mimeType, source: "template" }))));
+  // 2025-11-25 says -32002; 2026-07-28 (SEP-2164) moved "resource not found" to -32602 and drops -32002.
+  const name = "resources/read of an unknown URI is resource-not-found (-32602, or 2025-11-25's -32002)";
   try {
     await session.client.readResource({ uri: "cudaopt://no/such/resource" });
-    report.fail("resources/read of an unknown URI is -32002", "answered with contents");
+    report.fail(name, "answered with contents");
   } catch (error) {
-    report.check("resources/read of an unknown URI is -32002", error?.code === -32002, describe(error));
+    report.check(name, error?.code === -32602 || error?.code === -32002, describe(error));
   }
 }
 

@@ -34,7 +34,7 @@ export class Wire {
   }
 
   sent(predicate = () => true) {
-    return this.messages.filter((e) => e.dir === "sent" && predicate(e.message));
+    return this.messages.filter((e) => e.dir === "sent" && predicate(e.message)).map((e) => e.message);
   }
 
   /** The first received message (already here or arriving within `ms`) that satisfies `predicate`, or null. */
