@@ -54,6 +54,7 @@ RUNS_PAGE_TEMPLATE = RUNS_URI + "{?cursor}"
 HISTORY_PAGE_TEMPLATE = HISTORY_TEMPLATE + "{?page}"
 OUTPUT_PARTS_TEMPLATE = OUTPUT_TEMPLATE + PART_QUERY
 OUTPUT_SUMMARY_TEMPLATE = OUTPUT_TEMPLATE + "/summary"
+BUNDLED_TASK_TEMPLATE = "cudaopt://tasks/{task}"  # a bundled task's task.json, before any run exists
 
 
 def part_uri(uri: str, part: int) -> str:
@@ -100,7 +101,8 @@ def file_templates() -> list[tuple[str, str, str | None]]:
 
 def resource_templates() -> set[str]:
     """Every resource template the server registers."""
-    return ({RUN_TEMPLATE, RUNS_PAGE_TEMPLATE, HISTORY_PAGE_TEMPLATE, OUTPUT_PARTS_TEMPLATE, OUTPUT_SUMMARY_TEMPLATE}
+    return ({RUN_TEMPLATE, RUNS_PAGE_TEMPLATE, HISTORY_PAGE_TEMPLATE, OUTPUT_PARTS_TEMPLATE, OUTPUT_SUMMARY_TEMPLATE,
+             BUNDLED_TASK_TEMPLATE}
             | {t for t, _, _ in file_templates()})
 
 

@@ -1,5 +1,5 @@
 """Completions (``completion/complete``) for what a host asks a person to fill in: the optimize prompt's run id and
-mode, and every resource template's variables: run ids, candidate ids (of the ``run_id`` already given), case and
+mode, and every resource template's variables: run ids, bundled task names, candidate ids (of the ``run_id`` already given), case and
 buffer names of kept outputs, and the names of stored files (for a typed template such as ``{name}.json``, the
 names of its files without the suffix).
 
@@ -21,7 +21,7 @@ from cudaopt_mcp.api import ARTIFACT_TEMPLATE, BEST_EXPORTS, TASK_FILE_TEMPLATE
 from cudaopt_mcp.api_pages import COMPLETION_VALUES, MIME_BY_SUFFIX, file_templates, resource_templates
 from cudaopt_mcp.service.runs import ARTIFACT, RUN_ID
 from cudaopt_mcp.service.state import ServerState
-from harness_tools import HarnessError
+from harness_tools import HarnessError, bundled_task_names
 
 PROMPT_MODES = ("tools", "reply")
 FILES = {template: (family, suffix) for template, family, suffix in file_templates()}
@@ -52,6 +52,8 @@ def values_for(state: ServerState, ref: PromptReference | ResourceTemplateRefere
     try:
         if name == "run_id":
             return _run_ids(state)
+        if name == "task":
+            return bundled_task_names()
         run_id = known.get("run_id", "")
         if name == "candidate_id":
             return state.store.candidate_ids(run_id)

@@ -8,6 +8,7 @@
     cudaopt://runs/{run_id}/candidates/{candidate_id}/{name}         kernel.cu, compile.log, evaluation.json, ...
     cudaopt://runs/{run_id}/candidates/{candidate_id}/outputs/{case}/{buffer}{?part}   a kept output (.npy bytes)
     .../outputs/{case}/{buffer}/summary                              its shape, dtype, range and NaN count (JSON)
+    cudaopt://tasks/{task}                                           a bundled task's task.json
 
 Files are registered once per suffix (``{name}.cu``, ``{name}.json``, ...; :mod:`cudaopt_mcp.api_pages`), so
 each template announces the MIME type its reads return; a family's catch-all serves other names as text.
@@ -40,6 +41,7 @@ from cudaopt_mcp.api import (
 )
 from cudaopt_mcp.api_pages import (
     BINARY,
+    BUNDLED_TASK_TEMPLATE,
     HISTORY_PAGE_EVENTS,
     HISTORY_PAGE_TEMPLATE,
     MIME_BY_SUFFIX,
@@ -58,7 +60,8 @@ from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.hidden import public_task_json
 from cudaopt_mcp.service.runs import ARTIFACT
 from cudaopt_mcp.service.state import ServerState
-from harness_tools.task.loading import TASK_FILE
+from harness_tools import bundled_task_names
+from harness_tools.task.loading import BUNDLED_DIR, TASK_FILE
 
 JSON = "application/json"
 _CASE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -132,6 +135,16 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
         server.resource(template, name=f"{title.lower()} {suffix or '(other)'}", title=f"{title} ({suffix or 'other'})",
                         description=f"{description} {kind} {PARTS_NOTE}", mime_type=mime,
                         )(guarded(_reader(family, state_of, suffix or "", mime == BINARY)))
+
+    @server.resource(BUNDLED_TASK_TEMPLATE, name="bundled task", title="Bundled task", mime_type=JSON)
+    @guarded
+    def bundled_task(task: str) -> str:
+        """A bundled task's task.json (without its hidden cases): signature, cases, tolerances, baseline launch
+        and tunables, to read before create_run(task=<name>). list_tasks names them; completion offers them."""
+        if task not in bundled_task_names():  # a name only: never a folder path
+            raise RunError(f"no bundled task {task!r}; list_tasks names them")
+        return pages.text_part(public_task_json((BUNDLED_DIR / task / TASK_FILE).read_text()),
+                               BUNDLED_TASK_TEMPLATE.format(task=task), None)
 
     @server.resource(OUTPUT_PARTS_TEMPLATE, name="kept output", title="Kept output (.npy)", mime_type=BINARY,
                      description="A kernel output of the candidate's latest run/evaluate, as a NumPy .npy file "

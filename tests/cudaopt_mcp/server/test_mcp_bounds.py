@@ -138,7 +138,8 @@ def test_every_read_tool_and_resource_is_bounded_and_pages_reach_everything_once
             run = await tool(c, "get_run", run_id="run-001")
             assert run["run"]["candidates"] == CANDIDATES and len(run["run"]["recent"]) == 8
             await tool(c, "get_run", run_id="run-045")
-            await tool(c, "list_tasks")
+            for task in (await tool(c, "list_tasks"))["tasks"]:
+                assert "hidden" not in json.loads((await read(c, f"cudaopt://tasks/{task['name']}")).text)
             best = await tool(c, "best", run_id="run-001")
             correct = ["c0001"] + [f"c{n:04d}" for n in range(2, CANDIDATES + 1) if n % 3 and n % 7]
             assert best["correct_total"] == len(correct) and best["correct_candidates"] == correct[-200:]

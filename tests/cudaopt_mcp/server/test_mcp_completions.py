@@ -4,6 +4,8 @@ by prefix, at most 100 values with an honest total and hasMore."""
 
 from __future__ import annotations
 
+import json
+
 import anyio
 from mcp import Client
 from mcp.types import PromptReference, ResourceTemplateReference
@@ -77,5 +79,10 @@ def test_completions_for_ids_names_and_modes(tmp_path, small_task):
             assert (await complete(output, "part", run_id="run-002")).values == []
 
             assert (await complete(ResourceTemplateReference(uri=RUN), "run_id", "run-00")).total == 2
+            tasks = await complete(ResourceTemplateReference(uri="cudaopt://tasks/{task}"), "task", "s")
+            assert tasks.values and all(t.startswith("s") for t in tasks.values) and tasks.total == len(tasks.values)
+            assert "transpose" in (await complete(ResourceTemplateReference(uri="cudaopt://tasks/{task}"), "task")).values
+            body = json.loads((await c.read_resource(f"cudaopt://tasks/{tasks.values[0]}")).contents[0].text)
+            assert body["name"] == tasks.values[0] and "hidden" not in body
             assert (await complete(ResourceTemplateReference(uri="cudaopt://elsewhere/{run_id}"), "run_id")).values == []
     anyio.run(main)

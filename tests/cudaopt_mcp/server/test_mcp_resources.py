@@ -100,7 +100,8 @@ def test_every_template_announces_what_its_reads_return(tmp_path, small_task):
                      runs: "application/json", "cudaopt://runs": "application/json",
                      f"{runs}/history": "application/x-ndjson",
                      f"{runs}/candidates/{cid}/outputs/perf_64x96/out": "application/octet-stream",
-                     f"{runs}/candidates/{cid}/outputs/perf_64x96/out/summary": "application/json"}
+                     f"{runs}/candidates/{cid}/outputs/perf_64x96/out/summary": "application/json",
+                     "cudaopt://tasks/transpose": "application/json"}
             for uri, mime in uris.items():
                 read = (await c.read_resource(uri)).contents[0]
                 assert read.mime_type == mime == await announced(c, uri), uri
