@@ -45,7 +45,8 @@ export async function checkClaimedCapabilities(report, session, { runId, prompts
       });
       const values = got.completion?.values ?? [];
       report.check("completions (claimed): completion/complete of a run id", values.includes(runId),
-        `${runPrompt.name}.run_id "${runId.slice(0, 4)}" -> ${JSON.stringify(values)}`);
+        `${runPrompt.name}.run_id "${runId.slice(0, 4)}" -> ${values.length} value(s): ${values.slice(0, 4).join(", ")}`
+          + (values.length > 4 ? ", …" : ""));
     });
   } else {
     report.pass("completions", "not claimed");
