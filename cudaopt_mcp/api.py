@@ -87,7 +87,7 @@ PageCursor = Annotated[str | None, Field(max_length=200, description="next_curso
 CaseList = Annotated[list[Name] | None, Field(max_length=MAX_CASES, description="validation cases (default: all)")]
 
 CandidateStatus = Literal["compiled", "compile_error", "refused", "correct", "incorrect", "evaluating",
-                          "interrupted", "new"]
+                          "interrupted", "new", "cancelled"]
 
 
 class TaskListing(BaseModel):

@@ -15,6 +15,7 @@ never raise. These exceptions are for bad input and for broken environments::
     │   ├── WorkerDied            the child ended (or sent garbage) with a request in flight
     │   ├── FrameTimeout          a message frame did not arrive whole before its deadline
     │   └── BadFrame              the peer sent something that is not a frame of the protocol
+    ├── Cancelled              the caller cancelled the work (its processes were killed)
     ├── LaunchPrepError        a case cannot be prepared for ncu / compute-sanitizer
     └── ProfileParseError      text that is not an Nsight Compute CSV
 """
@@ -72,6 +73,10 @@ class FrameTimeout(WorkerError):
 
 class BadFrame(WorkerError):
     """The peer sent something that is not a frame of this protocol."""
+
+
+class Cancelled(HarnessError):
+    """The caller cancelled the work: the processes running it were killed; nothing of it is a result."""
 
 
 class LaunchPrepError(HarnessError):

@@ -38,6 +38,7 @@ from harness_tools.check.reference import expected_outputs
 from harness_tools.compile import CompileResult, compile_candidate, nvrtc_version
 from harness_tools.compile.param_check import parameter_problem
 from harness_tools.errors import BackendError, CandidateError
+from harness_tools.run import cancellation
 from harness_tools.run.scratch import scratch_dir
 from harness_tools.run.statistics import Interval, score_interval
 from harness_tools.run.timing import TimingPlan, TimingStats, geomean
@@ -141,6 +142,7 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
         env.clocks_before = read_clocks()
         runner = _CaseRunner(task, backend, config, seed, scratch, overhead, compiled, device, deadline)
         for index, case in enumerate(cases):
+            cancellation.checkpoint()  # a cancelled evaluation stops between cases too, not only in a launch
             result.cases.append(runner.run(case, candidate))
             if on_case is not None:
                 on_case(index + 1, len(cases), result.cases[-1])

@@ -3,8 +3,9 @@
 ``start_evaluation`` takes the same arguments as ``evaluate`` (or, with ``what``, runs ``profile`` or
 ``sanitize`` on a stored candidate), starts the work in a background thread and answers at once with a
 ``job_id``; ``job`` reports progress and, once finished, the full result (the same structured result the
-direct tool returns). Jobs live in this server process; their results are also stored in the run like
-any other, so after a restart ``get_run``/``best`` and the candidate's records still show them.
+direct tool returns); ``cancel_job`` stops it within a second (its worker processes are killed). Jobs live
+in this server process; their results are also stored in the run like any other, so after a restart
+``get_run``/``best`` and the candidate's records still show them.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Literal
 
+import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from cudaopt_mcp.api import CaseArg, EvaluateOutput, JobId, ProfileOutput, SanitizeOutput
@@ -43,8 +45,12 @@ from cudaopt_mcp.server.tools import (
 from cudaopt_mcp.service import evaluations, inspections
 from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
 from cudaopt_mcp.service.state import ServerState
+from harness_tools.errors import Cancelled
+from harness_tools.run.cancellation import CancelToken, cancellable
 
 JOB_ID = re.compile(r"^job-\d{4,9}$")
+CANCEL_WAIT_S = 5.0  # cancel_job answers once the job has ended (normally milliseconds after the kill)
+STOPS_WORK = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 LongTimeout = Annotated[float, Field(gt=0, le=3600, description="seconds for the whole job: the compile and every case "
                                                                "(evaluate), or the tool (profile, sanitize)")]
 
@@ -52,7 +58,7 @@ LongTimeout = Annotated[float, Field(gt=0, le=3600, description="seconds for the
 class JobOutput(BaseModel):
     job_id: str
     run_id: str
-    status: Literal["running", "done", "failed"]
+    status: Literal["running", "done", "failed", "cancelled"]
     progress: float = Field(description="stages done out of total")
     total: float
     message: str
@@ -72,6 +78,9 @@ class _Job:
         self.stage: tuple[float, float, str] = (0.0, 4.0, "queued")
         self.result: BaseModel | None = None
         self.error: str | None = None
+        self.cancelled = False
+        self.token = CancelToken()
+        self.ended = threading.Event()
         self.lock = threading.Lock()
 
     def progress(self, done: float, total: float, message: str) -> None:
@@ -81,7 +90,8 @@ class _Job:
     def snapshot(self) -> JobOutput:
         with self.lock:
             end = self.finished or time.monotonic()
-            status = "failed" if self.error else ("done" if self.result is not None else "running")
+            status = ("cancelled" if self.cancelled else "failed" if self.error else
+                      "done" if self.result is not None else "running")
             return JobOutput(job_id=self.job_id, run_id=self.run_id, what=self.what, status=status, progress=self.stage[0],
                              total=self.stage[1], message=self.stage[2], elapsed_s=round(end - self.started, 3),
                              result=self.result, error=self.error,
@@ -116,9 +126,13 @@ class JobTable:
     @staticmethod
     def _work(job: _Job, work: Callable[..., BaseModel]) -> None:
         try:
-            result = work(progress=job.progress)
+            with cancellable(job.token):
+                result = work(progress=job.progress)
             with job.lock:
                 job.result = result
+        except Cancelled as exc:
+            with job.lock:
+                job.cancelled, job.stage = True, (job.stage[0], job.stage[1], str(exc))
         except REFUSALS as exc:
             with job.lock:
                 job.error = str(exc)
@@ -128,6 +142,7 @@ class JobTable:
         finally:
             with job.lock:
                 job.finished = time.monotonic()
+            job.ended.set()
 
 
 def register(server: MCPServer, table: JobTable) -> None:
@@ -181,3 +196,14 @@ def register(server: MCPServer, table: JobTable) -> None:
         elif out.result is not None:
             summary += f": {out.result.status}"
         return tool_result(out, summary, is_error=out.status == "failed")
+
+    @tool(server, annotations=STOPS_WORK, title="Cancel background work")
+    async def cancel_job(job_id: JobId) -> Annotated[CallToolResult, JobOutput]:
+        """Stop background work started with start_evaluation: its worker processes are killed at once, the
+        candidate's records say cancelled (nothing it measured is kept as a result), and the next call can
+        use the GPU straight away. Cancelling a finished job changes nothing and says how it ended."""
+        job = table.get(job_id)
+        job.token.cancel("cancelled with cancel_job")
+        await anyio.to_thread.run_sync(job.ended.wait, CANCEL_WAIT_S)
+        out = job.snapshot()
+        return tool_result(out, f"{out.job_id}: {out.what} {out.status} ({out.message}, {out.elapsed_s:.1f} s)")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import math
 import threading
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ValidationError, model_validator
 
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import HarnessError
+from harness_tools.run.cancellation import CancelToken, cancellable
 
 REFUSALS = (HarnessError, ValidationError)  # bad input, unknown ids, unusable backends: the model can act on these
 
@@ -41,33 +41,48 @@ def state_of(ctx: Context) -> ServerState:
 
 
 async def run_blocking(ctx: Context | None, fn, *args, **kwargs):
-    """Run ``fn`` in a worker thread; engine and store refusals become ToolErrors the model can read."""
+    """Run ``fn`` in a worker thread; engine and store refusals become ToolErrors the model can read.
+
+    When the client cancels the request (``notifications/cancelled``: the SDK cancels this handler), the work's
+    token is cancelled at once, which kills its worker/compiler processes (:mod:`harness_tools.run.cancellation`):
+    the thread then ends within milliseconds, records the step as cancelled and frees the engine for the next call.
+    """
     relay = ProgressRelay() if ctx is not None else None
     if relay is not None:
         kwargs["progress"] = relay
-    call = functools.partial(fn, *args, **kwargs)
+    token = CancelToken()
+
+    def call():
+        with cancellable(token):
+            return fn(*args, **kwargs)
+
     outcome: list[Any] = []
-    with refusals_as_tool_errors():
-        if relay is None:
-            return await anyio.to_thread.run_sync(call)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(relay.pump, ctx)
-            try:
-                outcome.append(await anyio.to_thread.run_sync(call))
-            except Exception as exc:  # noqa: BLE001 - kept aside so it is not wrapped in the task group's ExceptionGroup
-                outcome.append(exc)
-            tg.cancel_scope.cancel()
-        await relay.flush(ctx)
-        if isinstance(outcome[0], Exception):
-            raise outcome[0]
-        return outcome[0]
+    try:
+        with refusals_as_tool_errors():
+            if relay is None:
+                return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(relay.pump, ctx)
+                try:
+                    outcome.append(await anyio.to_thread.run_sync(call, abandon_on_cancel=True))
+                except Exception as exc:  # noqa: BLE001 - kept aside so it is not wrapped in the task group's ExceptionGroup
+                    outcome.append(exc)
+                tg.cancel_scope.cancel()
+            await relay.flush(ctx)
+            if isinstance(outcome[0], Exception):
+                raise outcome[0]
+            return outcome[0]
+    except anyio.get_cancelled_exc_class():
+        token.cancel("cancelled by the client")
+        raise
 
 
 class ProgressRelay:
     """Forwards stage progress from the worker thread; between stages a heartbeat every ~2 s.
 
-    The engine has no per-case hook yet, so within the long stage the progress value creeps towards
-    the next stage (it must keep increasing) and the message says how long the stage has run.
+    The engine reports stages and cases; within a long stage the value creeps towards the next one and the
+    message says how long the stage has run. Every value sent is above the one before (the spec's MUST),
+    whatever the stages report: a creep may have gone past where the next case report lands.
     """
 
     def __init__(self) -> None:
@@ -75,17 +90,25 @@ class ProgressRelay:
         self._stage: tuple[float, float, str] | None = None
         self._since = time.monotonic()
         self._sent: tuple[float, float, str] | None = None
+        self._last_value = -math.inf
 
     def __call__(self, done: float, total: float, message: str) -> None:
         with self._lock:
             self._stage, self._since = (done, total, message), time.monotonic()
+
+    async def _send(self, ctx: Context, done: float, total: float, message: str) -> None:
+        value = done if done > self._last_value else self._last_value + min(1e-3, max(total - self._last_value, 0) / 100)
+        if value <= self._last_value:
+            return  # at the total already: nothing higher can be said
+        self._last_value = value
+        await ctx.report_progress(value, total, message)
 
     async def flush(self, ctx: Context) -> None:
         """Send the last stage (done) if the pump had no time to."""
         with self._lock:
             stage = self._stage
         if stage is not None and stage != self._sent:
-            await ctx.report_progress(*stage)
+            await self._send(ctx, *stage)
             self._sent = stage
 
     async def pump(self, ctx: Context) -> None:
@@ -98,12 +121,12 @@ class ProgressRelay:
                 continue
             now = time.monotonic()
             if stage != self._sent:
-                await ctx.report_progress(stage[0], stage[1], stage[2])
+                await self._send(ctx, *stage)
                 self._sent, last_send = stage, now
             elif now - last_send >= 2.0:
                 elapsed = now - since
                 creep = 0.9 * (1 - math.exp(-elapsed / 30))
-                await ctx.report_progress(stage[0] + creep, stage[1], f"{stage[2]} ({elapsed:.0f} s)")
+                await self._send(ctx, stage[0] + creep, stage[1], f"{stage[2]} ({elapsed:.0f} s)")
                 last_send = now
 
 

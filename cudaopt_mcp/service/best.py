@@ -30,6 +30,7 @@ from cudaopt_mcp.service.export import export_best
 from cudaopt_mcp.service.runs import BestRecord, atomic_write
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import EvaluationConfig, EvaluationResult, backend_traits, evaluate
+from harness_tools.run.cancellation import acquired
 from harness_tools.run.scratch import scratch_dir
 from harness_tools.run.statistics import Interval, clearly_faster, median_interval, score_interval
 from harness_tools.run.timing import geomean
@@ -146,7 +147,7 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
     samples: dict[str, dict[str, list[float]]] = {cid: {} for cid in contenders}
     per_round: dict[str, list[float]] = {cid: [] for cid in contenders}
     order = list(contenders)
-    with state.engine_lock, scratch_dir("cudaopt-h2h-"):
+    with acquired(state.engine_lock), scratch_dir("cudaopt-h2h-"):
         for r in range(ROUNDS):
             # reversing the order each round cancels a steady drift (clocks ramping, a neighbour leaving) that
             # would otherwise favour whoever is timed second: seen on the H200 with a fixed order

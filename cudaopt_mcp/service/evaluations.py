@@ -31,6 +31,7 @@ from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.arguments import CandidateArgs, Role, TimingArgs
 from cudaopt_mcp.service.best import Offer
 from cudaopt_mcp.service.best import offer as offer_best
+from cudaopt_mcp.service.cancelled import recorded_if_cancelled
 from cudaopt_mcp.service.candidates import build_candidate, compile_stored, load_candidate, register_candidate
 from cudaopt_mcp.service.progress import Progress, no_progress
 from cudaopt_mcp.service.runs import ARTIFACT, atomic_write
@@ -45,6 +46,7 @@ from harness_tools.evaluation import (
     evaluate,
     open_worker_file,
 )
+from harness_tools.run.cancellation import acquired
 from harness_tools.run.scratch import scratch_dir
 
 Step = Literal["evaluate", "run", "time"]
@@ -74,7 +76,7 @@ def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: s
         else:
             cand = build_candidate(task, candidate)
             candidate_id, _ = register_candidate(state, run_id, task, cand, note, candidate.tunables)
-        with state.working(run_id, candidate_id):
+        with state.working(run_id, candidate_id), recorded_if_cancelled(state, run_id, candidate_id, step):
             out = _execute(state, step, run_id, candidate_id, task, cand, roles, progress,
                            EvaluationConfig(seed=timing.seed, timeout_s=timing.timeout_s, roles=["validation"],
                                             timing=None if step == "run" else state.timing_plan(timing.warmup, timing.reps)))
@@ -106,10 +108,11 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
     try:
         with scratch_dir("cudaopt-mcp-") as scratch:
             n_cases = len(task.spec.cases_for(roles, state.backend_name))
-            progress(2, 4, f"running {n_cases} {'/'.join(roles)} case(s) on {state.backend_name}")
             config = config.model_copy(update={"roles": list(roles), "outputs_dir": str(scratch),
                                                "timeout_s": max(left, MIN_CASE_S)})
-            with state.engine_lock:
+            progress(1.5, 4, f"queued: waiting for the {state.backend_name} backend (another call is using it)")
+            with acquired(state.engine_lock):
+                progress(2, 4, f"running {n_cases} {'/'.join(roles)} case(s) on {state.backend_name}")
                 result = evaluate(task, cand, state.backend(), config,
                                   on_case=lambda done, total, case: progress(
                                       2 + done / max(total, 1), 4, f"case {case.name}: {case.status} ({done}/{total})"))

@@ -20,6 +20,7 @@ from harness_tools import Candidate, EvaluationConfig, Task, evaluate
 from harness_tools.check.hidden_shapes import HiddenShape, hidden_shapes, hidden_task
 from harness_tools.errors import BackendError
 from harness_tools.evaluation import EvaluationResult, check_memory
+from harness_tools.run.cancellation import acquired
 
 PRIVATE_RECORD = ".hidden-check.json"
 assert not ARTIFACT.match(PRIVATE_RECORD), "the private record must not be a servable artifact name"
@@ -38,7 +39,7 @@ def check_hidden(state: ServerState, run_id: str, task: Task, candidate: Candida
     result = None
     if runnable:
         config = EvaluationConfig(timing=None, roles=["validation"], timeout_s=timeout_s)
-        with state.engine_lock:
+        with acquired(state.engine_lock):
             result = evaluate(hidden_task(task, runnable), candidate, state.backend(), config)
     verdict = _verdict(runnable, too_big, result)
     _store(state, run_id, candidate_id, verdict, runnable, too_big, result)

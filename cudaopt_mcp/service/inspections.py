@@ -12,6 +12,7 @@ import shutil
 
 from cudaopt_mcp.api import ProfileOutput, SanitizeOutput
 from cudaopt_mcp.service import views as S
+from cudaopt_mcp.service.cancelled import recorded_if_cancelled
 from cudaopt_mcp.service.candidates import load_candidate
 from cudaopt_mcp.service.progress import Progress, no_progress
 from cudaopt_mcp.service.runs import atomic_write
@@ -19,6 +20,7 @@ from cudaopt_mcp.service.state import ServerState
 from harness_tools import backend_traits, profile_candidate, sanitize_candidate
 from harness_tools.inspect.profile import ProfileResult
 from harness_tools.inspect.sanitize import SanitizeResult, SanitizerTool
+from harness_tools.run.cancellation import acquired
 from harness_tools.run.scratch import scratch_dir
 
 PROFILE_FILES = ("profile.ncu-rep", "profile.raw.csv", "profile.details.csv", "ncu.log")
@@ -38,7 +40,8 @@ def profile_step(state: ServerState, run_id: str, candidate_id: str, case: str |
             return out
         folder = store.candidate_dir(run_id, candidate_id)
         progress(1, 3, f"profiling {candidate_id} with Nsight Compute")
-        with state.working(run_id, candidate_id), state.engine_lock, scratch_dir("cudaopt-profile-") as scratch:
+        with (state.working(run_id, candidate_id), recorded_if_cancelled(state, run_id, candidate_id, "profile", False),
+              acquired(state.engine_lock), scratch_dir("cudaopt-profile-") as scratch):
             arch = state.backend().device_info().arch
             result = profile_candidate(task, cand, arch, scratch, case_name=case, timeout_s=timeout_s)
             for name in PROFILE_FILES:
@@ -70,12 +73,12 @@ def sanitize_step(state: ServerState, run_id: str, candidate_id: str, tools: lis
         task, cand = store.task(run_id), load_candidate(state, run_id, candidate_id)
         folder = store.candidate_dir(run_id, candidate_id)
         progress(1, 3, f"sanitizing {candidate_id} on {state.backend_name}")
-        with state.working(run_id, candidate_id), state.engine_lock:
-            with scratch_dir("cudaopt-sanitize-") as scratch:
-                result = sanitize_candidate(task, cand, state.backend(), scratch, tools=tools, case_names=cases,
-                                            timeout_s=timeout_s)
-                for log in scratch.glob("*.log"):  # compute-sanitizer's logs; the cpu checks write none
-                    shutil.move(str(log), folder / f"sanitize-{log.name}")
+        with (state.working(run_id, candidate_id), recorded_if_cancelled(state, run_id, candidate_id, "sanitize", False),
+              acquired(state.engine_lock), scratch_dir("cudaopt-sanitize-") as scratch):
+            result = sanitize_candidate(task, cand, state.backend(), scratch, tools=tools, case_names=cases,
+                                        timeout_s=timeout_s)
+            for log in scratch.glob("*.log"):  # compute-sanitizer's logs; the cpu checks write none
+                shutil.move(str(log), folder / f"sanitize-{log.name}")
         atomic_write(folder / "sanitize.json", result.model_dump_json(indent=2))
         store.append_history(run_id, {"event": "sanitize", "candidate_id": candidate_id, "status": result.status})
     return _sanitize_output(result, run_id, candidate_id)

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from cudaopt_mcp.errors import RunError
 from harness_tools import HarnessError, Task, load_task
+from harness_tools.run.cancellation import POLL_S, acquired, checkpoint
 from harness_tools.run.statistics import Interval
 
 
@@ -136,8 +137,8 @@ class RunStore:
         folder = self._run_dir(run_id)
         with self._locks_guard:
             lock = self._locks.setdefault(run_id, threading.Lock())
-        with lock, open(folder / ".lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        with acquired(lock), open(folder / ".lock", "a") as handle:
+            _flock_cancellable(handle)
             try:
                 yield
             finally:
@@ -255,3 +256,14 @@ class RunStore:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _flock_cancellable(handle) -> None:
+    """An exclusive flock (another server process may hold the run) that gives up when the work is cancelled."""
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            checkpoint()
+            time.sleep(POLL_S)

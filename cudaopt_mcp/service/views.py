@@ -30,6 +30,7 @@ from cudaopt_mcp.api import (
     task_file_uri,
 )
 from cudaopt_mcp.api_pages import OutputSummary, part_uri
+from cudaopt_mcp.service.cancelled import CANCELLED_RECORD, cancelled_step
 from cudaopt_mcp.service.runs import BestRecord, RunRecord, RunStore
 from harness_tools.compile import CompileResult
 from harness_tools.evaluation import CaseResult
@@ -102,6 +103,10 @@ def candidate_brief(store: RunStore, run_id: str, candidate_id: str, active: boo
     meta = read_json_file(folder / "candidate.json") or {}
     compiled = read_json_file(folder / "compile.json")
     brief = CandidateBrief(candidate_id=candidate_id, status="new", note=meta.get("note"))
+    cancelled = cancelled_step(read_json_file(folder / CANCELLED_RECORD))
+    if cancelled and not active:
+        brief.status, brief.failure = "cancelled", cancelled[:MESSAGE_CHARS]
+        return brief
     if compiled is None:
         brief.status = "evaluating" if active else "interrupted"
         return brief

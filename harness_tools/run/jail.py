@@ -37,6 +37,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from harness_tools.errors import BackendUnavailable
+from harness_tools.run import cancellation
 from harness_tools.run.jail_limits import Limits, cgroup_available, cgroup_for, spawn_thread_popen
 
 ENGINE_DIR = Path(__file__).resolve().parents[1]  # the harness_tools package
@@ -252,13 +253,15 @@ def run(argv: list[str], spec: JailSpec, timeout_s: float, cwd: str | None = Non
         proc = popen(argv, spec, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
                      stderr=subprocess.STDOUT if merge else err, start_new_session=True)
         try:
-            code: int | None = proc.wait(timeout=timeout_s)
+            with cancellation.killable(lambda: _kill_group(proc)):
+                code: int | None = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             proc.wait()
             code = None
         finally:
             release(proc)
+        cancellation.checkpoint()  # killed because the work was cancelled: its output is no result
         texts = []
         for handle in (out, err):
             handle.seek(0)

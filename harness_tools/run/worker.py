@@ -27,7 +27,7 @@ import traceback
 from typing import Any
 
 from harness_tools.errors import BackendUnavailable, WorkerDied, WorkerError, WorkerTimeout
-from harness_tools.run import jail, messages
+from harness_tools.run import cancellation, jail, messages
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,9 @@ class Worker:
         return payload
 
     def call(self, op: str, payload: Any, timeout_s: float) -> Any:
-        """Send one request; raise WorkerTimeout or WorkerDied (the child is gone afterwards)."""
+        """Send one request; raise WorkerTimeout or WorkerDied (the child is gone afterwards), or Cancelled when
+        the current work (:mod:`~harness_tools.run.cancellation`) is cancelled: the child is killed at once."""
+        cancellation.checkpoint()
         if not self.alive:
             if self._process is not None:
                 self.restarts += 1
@@ -96,14 +98,16 @@ class Worker:
             self.start()
         assert self._to_child is not None and self._from_child is not None
         try:
-            messages.send(self._to_child, [op, payload])
-            kind, result = messages.receive(self._from_child, timeout_s)
+            with cancellation.killable(self._signal_kill):
+                messages.send(self._to_child, [op, payload])
+                kind, result = messages.receive(self._from_child, timeout_s)
         except messages.FrameTimeout:
             self.kill()
             raise WorkerTimeout(f"no answer within {timeout_s:g} s; the worker was killed") from None
         except (EOFError, BrokenPipeError, ConnectionResetError, messages.BadFrame, ValueError, TypeError) as exc:
             code = self._wait(5)
             self.kill()
+            cancellation.checkpoint()  # killed because the work was cancelled: not the kernel's doing
             why = f"; {exc}" if isinstance(exc, messages.BadFrame) else ""
             raise WorkerDied(f"the worker process ended during the request ({_describe_exit(code)}){why}") from None
         if kind == "bug":
@@ -114,6 +118,12 @@ class Worker:
             self.kill()
             raise WorkerDied(f"the worker answered with an unknown message kind {str(kind)[:40]!r}")
         return result
+
+    def _signal_kill(self) -> None:
+        """SIGKILL only (from the cancelling thread): the blocked call sees the pipe close and cleans up itself."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.kill()
 
     def _wait(self, timeout_s: float) -> int | None:
         try:
