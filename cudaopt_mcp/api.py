@@ -12,9 +12,10 @@ each URI, so server links, resource routes and clients cannot drift apart.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from harness_tools.compile.nvrtc import CompileStatus
 from harness_tools.inspect.ncu_summary import ProfileSummary
@@ -222,11 +223,22 @@ class CompileOutput(BaseModel):
     log_uri: str
 
 
+def _json_number(value: Any) -> Any:
+    """JSON has no NaN or infinity (pydantic would send null, which the schema's number refuses): name them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+# A value a kernel produced or an error computed from it: a number, or "NaN" / "Infinity" / "-Infinity".
+KernelValue = Annotated[float | Literal["NaN", "Infinity", "-Infinity"], BeforeValidator(_json_number)]
+
+
 class MismatchInfo(BaseModel):
     buffer: str
     index: list[int]
-    got: float
-    expected: float
+    got: KernelValue
+    expected: KernelValue
 
 
 class CaseOutcome(BaseModel):
@@ -236,8 +248,8 @@ class CaseOutcome(BaseModel):
     passed: bool
     message: str | None = None
     error: str | None = Field(None, description="CUDA error name / TIMEOUT / WORKER_DIED when the launch failed")
-    max_abs_err: float | None = None
-    max_rel_err: float | None = None
+    max_abs_err: KernelValue | None = None
+    max_rel_err: KernelValue | None = None
     mismatches: int | None = None
     elements: int | None = None
     first_mismatch: MismatchInfo | None = None

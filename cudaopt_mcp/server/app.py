@@ -30,6 +30,7 @@ from mcp.server import MCPServer
 from cudaopt_mcp.errors import ServeError
 from cudaopt_mcp.server import completions, jobs, prompts, resources, tools
 from cudaopt_mcp.server.options import add_serve_arguments, config_from_args
+from cudaopt_mcp.server.spec_errors import SpecErrors
 from cudaopt_mcp.server.transports import is_loopback, serve_http
 from cudaopt_mcp.service.state import ServerConfig, ServerState
 from harness_tools import HarnessError
@@ -79,8 +80,10 @@ def build_server(config: ServerConfig) -> MCPServer:
                     shared.state.close()
                     shared.state = None
 
+    spec_errors = SpecErrors()
     server = MCPServer("cudaopt", title="cudaopt: CUDA kernel optimisation", version=_version(),
-                       instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING")
+                       instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING", middleware=[spec_errors])
+    spec_errors.server = server
     tools.register(server)
     jobs.register(server, jobs.JobTable())
     resources.register(server, shared.get)

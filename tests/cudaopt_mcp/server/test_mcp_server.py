@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import anyio
+import jsonschema
 import pytest
 from mcp import Client, MCPError
 
@@ -14,7 +15,7 @@ from cudaopt_mcp.service.state import ServerConfig
 from harness_tools.task.loading import BUNDLED_DIR, resolve_task
 
 EXPECTED_TOOLS = {"list_tasks", "create_run", "list_runs", "get_run", "compile", "evaluate", "run", "compare", "time",
-                  "profile", "sanitize", "history", "best", "start_evaluation", "job"}
+                  "profile", "sanitize", "history", "best", "start_evaluation", "job", "cancel_job"}
 
 
 def client(results: Path, transport: str = "inprocess", backend: str = "cpu", **config) -> Client:
@@ -33,7 +34,7 @@ def test_tools_are_described_annotated_and_typed(tmp_path):
     async def main():
         async with client(tmp_path / "results") as c:
             tools = {t.name: t for t in (await c.list_tools()).tools}
-            assert set(tools) == EXPECTED_TOOLS and len(tools) <= 15
+            assert set(tools) == EXPECTED_TOOLS and len(tools) <= 16
             for tool in tools.values():
                 a = tool.annotations
                 assert None not in (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint), tool.name
@@ -87,6 +88,7 @@ def test_baseline_then_wrong_then_broken_kernel(tmp_path, kernels):
             assert bad["status"] == "mismatch" and bad["first_mismatch"]["buffer"] == "out"
             assert "first at" in w["failure"] and "mismatch" in text(wrong)
 
+
             broken = await call(c, "evaluate", run_id=run_id, source=kernels["broken"])
             assert broken.is_error
             b = broken.structured_content
@@ -98,6 +100,14 @@ def test_baseline_then_wrong_then_broken_kernel(tmp_path, kernels):
             got = (await call(c, "get_run", run_id=run_id)).structured_content
             assert [r["status"] for r in got["run"]["recent"]] == ["correct", "incorrect", "compile_error"]
             assert any("evaluate" in line for line in got["history_digest"])
+
+            # a kernel that writes NaN: JSON has no NaN, so the value is named, and the answer still fits its schema
+            nan = await call(c, "evaluate", run_id=run_id, source=kernels["wrong"].replace(
+                "= in[(size_t)r * cols + c]", "= 0.0f / 0.0f"))
+            first = next(case for case in nan.structured_content["cases"] if not case["passed"])["first_mismatch"]
+            assert first["got"] == "NaN" and isinstance(first["expected"], float)
+            schema = next(t for t in (await c.list_tools()).tools if t.name == "evaluate").output_schema
+            jsonschema.validate(nan.structured_content, schema)
     anyio.run(main)
 
 
@@ -278,6 +288,13 @@ def test_resources_and_prompt(tmp_path, kernels):
             assert bad_mode.value.error.code == -32602 and "mode must be 'tools' or 'reply'" in bad_mode.value.error.message
             listed = (await c.list_prompts()).prompts[0]
             assert all(a.description for a in listed.arguments), listed.arguments
+            # and so are an unknown prompt, a missing required argument and an unknown tool (MCP 2025-11-25)
+            for request, reason in [(c.get_prompt("optimise", {"run_id": "run-001"}), "unknown prompt 'optimise'"),
+                                    (c.get_prompt("optimize", {}), "needs the argument(s) run_id"),
+                                    (c.call_tool("evaluat", {"run_id": "run-001"}), "unknown tool 'evaluat'")]:
+                with pytest.raises(MCPError) as refused:
+                    await request
+                assert refused.value.error.code == -32602 and reason in refused.value.error.message
     anyio.run(main)
 
 

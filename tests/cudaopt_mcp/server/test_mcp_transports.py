@@ -39,7 +39,7 @@ def test_stdio_server_and_restart_continue_the_run(tmp_path, kernels):
 
     async def first():
         async with stdio(results) as c:  # -v: the server logs, and only to stderr, or the protocol would break
-            assert len((await c.list_tools()).tools) == 15
+            assert len((await c.list_tools()).tools) == 16
             assert (await call(c, "create_run", task="transpose")).structured_content["run_id"] == "run-001"
             base = await call(c, "evaluate", run_id="run-001")
             assert not base.is_error and base.structured_content["correct"]
@@ -129,7 +129,7 @@ def test_token_rules_and_bearer_auth(tmp_path, http_server, monkeypatch):
         authed = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
                                     timeout=httpx2.Timeout(30.0, read=300.0))
         async with authed, Client(streamable_http_client(url, http_client=authed)) as c:
-            assert len((await c.list_tools()).tools) == 15
+            assert len((await c.list_tools()).tools) == 16
     anyio.run(main)
 
 
