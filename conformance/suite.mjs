@@ -81,7 +81,7 @@ async function main() {
     checkStructuredContent(report, session, listed.outputValidators);
     await step("claimed capabilities", () => checkClaimedCapabilities(report, session, { runId, prompts }));
     if (options.target.url) await step("HTTP session", () => checkHttpSession(report, options.target.url));
-    checkNoLateResponse(report, session, cancelled);
+    checkNoLateResponse(report, session, cancelled, { http: Boolean(options.target.url) });
   } else {
     report.fail("tool calls, prompts/get, cancellation, paging, resource reads", "skipped: no run could be created");
   }

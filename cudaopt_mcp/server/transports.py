@@ -135,12 +135,27 @@ class LowercaseHostOrigin:
         await self.app(scope, receive, send)
 
 
+class NoResumption:
+    """ASGI middleware: a GET with ``Last-Event-ID`` opens a fresh stream. The server keeps no event store (its
+    answers ride the POST that asked), so there is nothing to replay; the SDK would send no response at all to
+    such a GET (HTTP 500). The header is a MAY for servers: dropping it is the honest "no replay here"."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope.get("method") == "GET":
+            headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"last-event-id"]
+            scope = {**scope, "headers": headers}
+        await self.app(scope, receive, send)
+
+
 def http_app(server: MCPServer, config: ServerConfig, port: int | None = None):
     """The ASGI app serving ``/mcp`` on ``port`` (default ``config.port``); checks the token rules first, so a bad
     config fails before binding."""
     token = http_token(config.host)
     security = rebinding_protection(config.host, config.port if port is None else port)
-    app = server.streamable_http_app(host=_bind_host(config.host), transport_security=security)
+    app = NoResumption(server.streamable_http_app(host=_bind_host(config.host), transport_security=security))
     if security.enable_dns_rebinding_protection:
         app = LowercaseHostOrigin(app)
     return BearerAuth(app, token) if token else app

@@ -79,6 +79,25 @@ def test_streamable_http_on_loopback(tmp_path, http_server):
     anyio.run(main)
 
 
+def test_get_with_last_event_id_opens_a_stream_rather_than_failing(tmp_path, http_server):
+    """No event store, so nothing to replay: a resuming GET gets a fresh stream (it was an HTTP 500)."""
+    _, url = http_server(tmp_path / "results")
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+
+    async def main():
+        async with httpx2.AsyncClient(timeout=30) as http:
+            opened = await http.post(url, headers=MCP_HEADERS, content=json.dumps(init).encode())
+            assert opened.status_code == 200, opened.text
+            session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+            await http.post(url, headers={**MCP_HEADERS, **session},
+                            content=b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+            get_headers = {"Accept": "text/event-stream", **session, "Last-Event-ID": "stream-1_42"}
+            async with http.stream("GET", url, headers=get_headers) as stream:
+                assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+    anyio.run(main)
+
+
 def test_two_http_clients_on_one_run_lose_no_candidates(tmp_path, http_server):
     _, url = http_server(tmp_path / "results")
     ids: list[str] = []
