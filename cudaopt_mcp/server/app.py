@@ -25,12 +25,14 @@ import sys
 import threading
 from collections.abc import AsyncIterator
 
+import anyio
 from mcp.server import MCPServer
 
 from cudaopt_mcp.errors import ServeError
 from cudaopt_mcp.server import completions, jobs, prompts, resources, tools
 from cudaopt_mcp.server.options import add_serve_arguments, config_from_args
 from cudaopt_mcp.server.spec_errors import SpecErrors
+from cudaopt_mcp.server.tasks import TasksExtension, TaskTable
 from cudaopt_mcp.server.transports import is_loopback, serve_http
 from cudaopt_mcp.service.state import ServerConfig, ServerState
 from harness_tools import HarnessError
@@ -62,6 +64,7 @@ class _Shared:
 
 def build_server(config: ServerConfig) -> MCPServer:
     shared = _Shared(config)
+    task_table = TaskTable()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[ServerState]:
@@ -72,7 +75,14 @@ def build_server(config: ServerConfig) -> MCPServer:
             shared.users += 1
             state = shared.state
         try:
-            yield state
+            async with anyio.create_task_group() as group:  # where MCP tasks run: they outlive their request
+                owner = task_table.group is None
+                if owner:
+                    task_table.group = group
+                yield state
+                if owner:
+                    task_table.group = None
+                group.cancel_scope.cancel()
         finally:
             with shared.lock:
                 shared.users -= 1
@@ -82,7 +92,8 @@ def build_server(config: ServerConfig) -> MCPServer:
 
     spec_errors = SpecErrors()
     server = MCPServer("cudaopt", title="cudaopt: CUDA kernel optimisation", version=_version(),
-                       instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING", middleware=[spec_errors])
+                       instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING", middleware=[spec_errors],
+                       extensions=[TasksExtension(task_table)])
     spec_errors.server = server
     tools.register(server)
     jobs.register(server, jobs.JobTable())

@@ -1,7 +1,7 @@
 """Completions (``completion/complete``) for what a host asks a person to fill in: the optimize prompt's run id and
-mode, and every resource template's variables: run ids, bundled task names, candidate ids (of the ``run_id`` already given), case and
-buffer names of kept outputs, and the names of stored files (for a typed template such as ``{name}.json``, the
-names of its files without the suffix).
+mode, and every resource template's variables: run ids, bundled task names, candidate ids (of the ``run_id`` already
+given), case and buffer names of kept outputs, and the names of stored files (for a typed template such as
+``{name}.json``, the names of its files without the suffix).
 
 Values match by prefix, sorted, at most the specification's 100; ``total`` counts every match and ``hasMore``
 says whether some were left out. An unknown template, argument or run completes to nothing: completion is a

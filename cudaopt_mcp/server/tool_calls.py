@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
@@ -23,6 +24,9 @@ from harness_tools import HarnessError
 from harness_tools.run.cancellation import CancelToken, cancellable
 
 REFUSALS = (HarnessError, ValidationError)  # bad input, unknown ids, unusable backends: the model can act on these
+# Set while a tool call runs as an MCP task (server.tasks): its progress goes to the task, not to the finished request.
+task_progress: contextvars.ContextVar[Callable[[float, float, str], None] | None] = contextvars.ContextVar(
+    "cudaopt_task_progress", default=None)
 
 
 @contextlib.contextmanager
@@ -47,9 +51,10 @@ async def run_blocking(ctx: Context | None, fn, *args, **kwargs):
     token is cancelled at once, which kills its worker/compiler processes (:mod:`harness_tools.run.cancellation`):
     the thread then ends within milliseconds, records the step as cancelled and frees the engine for the next call.
     """
-    relay = ProgressRelay() if ctx is not None else None
-    if relay is not None:
-        kwargs["progress"] = relay
+    as_task = task_progress.get()
+    relay = ProgressRelay() if ctx is not None and as_task is None else None
+    if relay is not None or as_task is not None:
+        kwargs["progress"] = relay or as_task
     token = CancelToken()
 
     def call():
