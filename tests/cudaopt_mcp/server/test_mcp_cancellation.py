@@ -7,6 +7,7 @@ import sys
 import time
 
 import anyio
+import pytest
 from mcp import Client
 
 from tests.cudaopt_mcp.server.test_mcp_transports import stdio
@@ -150,5 +151,15 @@ def test_a_call_queued_behind_another_says_so_and_its_progress_only_rises(tmp_pa
                 assert second.structured_content["correct"]
             assert any(m.startswith("queued") for m in messages), messages
             assert all(b > a for a, b in zip(values, values[1:])), values
+
+    anyio.run(main)
+
+
+@pytest.mark.gpu
+def test_cancel_on_the_gpu_kills_the_hanging_kernel_and_frees_the_device(tmp_path):
+    """The same over stdio on the cuda backend: the kernel spins on the GPU until its worker (and context) is killed."""
+    async def main():
+        async with stdio(tmp_path / "results", "--backend", "cuda") as c:
+            await _check_cancel(c, "stdio, cuda")
 
     anyio.run(main)

@@ -25,7 +25,8 @@ PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
 
 
 def stdio(results: Path, *extra: str) -> Client:
-    return Client(StdioServerParameters(command=sys.executable, cwd=str(ROOT),
+    # the SDK gives a stdio server a minimal environment; ours needs this interpreter's (PYTHONPATH where set)
+    return Client(StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=dict(os.environ),
                                         args=["-m", "cudaopt_mcp.server", "--results", str(results), "--backend", "cpu",
                                               "-v", *extra]))
 
