@@ -31,6 +31,7 @@ from mcp.server import MCPServer
 from cudaopt_mcp.errors import ServeError
 from cudaopt_mcp.server import completions, jobs, prompts, resources, tools
 from cudaopt_mcp.server.options import add_serve_arguments, config_from_args
+from cudaopt_mcp.server.run_updates import RunUpdates
 from cudaopt_mcp.server.spec_errors import SpecErrors
 from cudaopt_mcp.server.tasks import TasksExtension, TaskTable
 from cudaopt_mcp.server.transports import is_loopback, serve_http
@@ -90,13 +91,17 @@ def build_server(config: ServerConfig) -> MCPServer:
                     shared.state.close()
                     shared.state = None
 
-    spec_errors = SpecErrors()
+    spec_errors, updates = SpecErrors(), RunUpdates()
+    task_table.on_end = updates.changed
     server = MCPServer("cudaopt", title="cudaopt: CUDA kernel optimisation", version=_version(),
-                       instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING", middleware=[spec_errors],
+                       instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING",
+                       middleware=[spec_errors, updates], subscriptions=updates.bus,
                        extensions=[TasksExtension(task_table)])
     spec_errors.server = server
     tools.register(server)
-    jobs.register(server, jobs.JobTable())
+    job_table = jobs.JobTable()
+    job_table.on_end = updates.changed
+    jobs.register(server, job_table)
     resources.register(server, shared.get)
     prompts.register(server)
     completions.register(server, shared.get)

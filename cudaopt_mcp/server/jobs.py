@@ -15,10 +15,12 @@ import itertools
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Literal
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -103,6 +105,7 @@ class JobTable:
         self._jobs: dict[str, _Job] = {}
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
+        self.on_end: Callable[[str | None], Awaitable[None]] | None = None  # told the run a job wrote, when it ends
 
     def start(self, state: ServerState, run_id: str, what: str, work: Callable[..., BaseModel]) -> _Job:
         """Run ``work(progress=...)`` in the background; an unknown run is refused now, not inside the job."""
@@ -110,7 +113,8 @@ class JobTable:
         with self._lock:
             job = _Job(f"job-{next(self._numbers):04d}", run_id, what)
             self._jobs[job.job_id] = job
-        threading.Thread(target=self._work, args=(job, work), name=job.job_id, daemon=True).start()
+        loop = anyio.lowlevel.current_token()  # called from the tool, on the server's event loop
+        threading.Thread(target=self._work, args=(job, work, self.on_end, loop), name=job.job_id, daemon=True).start()
         return job
 
     def get(self, job_id: str) -> _Job:
@@ -124,7 +128,16 @@ class JobTable:
         return job
 
     @staticmethod
-    def _work(job: _Job, work: Callable[..., BaseModel]) -> None:
+    def _work(job: _Job, work: Callable[..., BaseModel], on_end, loop) -> None:
+        JobTable._run(job, work)
+        if on_end is not None:
+            try:
+                anyio.from_thread.run(on_end, job.run_id, token=loop)
+            except RuntimeError:  # the server's loop has ended: nobody is listening any more
+                pass
+
+    @staticmethod
+    def _run(job: _Job, work: Callable[..., BaseModel]) -> None:
         try:
             with cancellable(job.token):
                 result = work(progress=job.progress)

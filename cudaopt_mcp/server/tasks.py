@@ -18,7 +18,7 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -99,6 +99,7 @@ class TaskTable:
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
         self.group: TaskGroup | None = None
+        self.on_end: Callable[[str | None], Awaitable[None]] | None = None  # told the run a task wrote, when it ends
 
     def new(self, tool: str) -> _Task:
         with self._lock:
@@ -125,8 +126,17 @@ class TaskTable:
             del self._tasks[task_id]
 
 
-async def _work(task: _Task, call_next: Any, ctx: Any) -> None:
+async def _work(task: _Task, call_next: Any, ctx: Any, table: TaskTable, run_id: str | None) -> None:
     """Run the tool call to its end; its progress goes to the task's status message, not to a finished request."""
+    try:
+        await _run(task, call_next, ctx)
+    finally:
+        if table.on_end is not None:
+            with anyio.CancelScope(shield=True):
+                await table.on_end(run_id)
+
+
+async def _run(task: _Task, call_next: Any, ctx: Any) -> None:
     task_progress.set(task.progress)
     with anyio.CancelScope() as scope:
         task.scope = scope
@@ -173,7 +183,9 @@ class TasksExtension(Extension):
         if params.name not in TASK_TOOLS or not _client_takes_tasks(ctx) or self.table.group is None:
             return await call_next(ctx)
         task = self.table.new(params.name)
-        self.table.group.start_soon(_work, task, call_next, ctx, name=task.id)
+        run_id = (params.arguments or {}).get("run_id")
+        self.table.group.start_soon(_work, task, call_next, ctx, self.table, run_id if isinstance(run_id, str) else None,
+                                    name=task.id)
         return {"resultType": "task", **task.view()}
 
     async def _get(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
