@@ -43,6 +43,7 @@ from harness_tools.run.scratch import scratch_dir
 from harness_tools.run.statistics import Interval, score_interval
 from harness_tools.run.timing import TimingPlan, TimingStats, geomean
 from harness_tools.task.candidate import Candidate
+from harness_tools.task.dtypes import as_dtype
 from harness_tools.task.expressions import evaluate_expression
 from harness_tools.task.spec import Case, Task
 
@@ -294,8 +295,8 @@ class _CaseRunner:
             return result
         run.outputs = {b.name: run.outputs[b.name] for b in spec.outputs}
         for buf in spec.outputs:
-            got = _load_output(handles[buf.name])
-            result.outputs.append(compare(buf.name, got, expected[buf.name], spec.tolerance[buf.dtype], case.sizes))
+            got = as_dtype(_load_output(handles[buf.name]), buf.dtype)
+            result.outputs.append(compare(buf.name, got, expected[buf.name], spec.tolerance_for(buf.dtype), case.sizes))
         self.overhead.compare_ms += (time.perf_counter() - t0) * 1e3
         result.max_abs_err = max(o.max_abs_err for o in result.outputs)
         result.max_rel_err = max(o.max_rel_err for o in result.outputs)

@@ -34,7 +34,8 @@ from cudaopt_mcp.service.cancelled import CANCELLED_RECORD, cancelled_step
 from cudaopt_mcp.service.runs import BestRecord, RunRecord, RunStore
 from harness_tools.compile import CompileResult
 from harness_tools.evaluation import CaseResult
-from harness_tools.task.spec import CTYPES, BufferParam, Task
+from harness_tools.task.dtypes import as_dtype, numpy_dtype
+from harness_tools.task.spec import CTYPES, BufferParam, Task, TaskSpec, Tolerance
 
 EXCERPT_CHARS = 1500
 MESSAGE_CHARS = 400
@@ -68,6 +69,12 @@ def signature(task: Task) -> str:
     return f'extern "C" __global__ void {task.spec.kernel_name}({", ".join(parts)})'
 
 
+def effective_tolerances(spec: TaskSpec) -> dict[str, Tolerance]:
+    """The task's stated tolerances plus the dtype defaults its outputs use (docs/dtypes.md)."""
+    used = {b.dtype: spec.tolerance_for(b.dtype) for b in spec.outputs}
+    return {**{k: v for k, v in used.items() if v is not None}, **spec.tolerance}
+
+
 def task_summary(task: Task, run_id: str) -> TaskSummary:
     spec = task.spec
     params = [ParamInfo(name=p.name, kind="buffer", dtype=p.dtype, role=p.role, shape=list(p.shape), initial=p.initial)
@@ -76,7 +83,7 @@ def task_summary(task: Task, run_id: str) -> TaskSummary:
     return TaskSummary(
         name=spec.name, description=spec.description, kernel_name=spec.kernel_name, signature=signature(task),
         params=params, cases=[CaseInfo(name=c.name, role=c.role, sizes=c.sizes, backends=c.backends) for c in spec.cases],
-        tolerance={k: ToleranceInfo(atol=v.atol, rtol=v.rtol) for k, v in spec.tolerance.items()},
+        tolerance={k: ToleranceInfo(atol=v.atol, rtol=v.rtol) for k, v in effective_tolerances(spec).items()},
         reference=spec.reference.kind, baseline_launch=spec.baseline.launch, baseline_defines=dict(spec.baseline.defines),
         tunables=dict(spec.tunables.params) if spec.tunables else None,
         tunable_constraints=list(spec.tunables.constraints) if spec.tunables else [],
@@ -168,10 +175,11 @@ def history_line(event: dict[str, Any]) -> str:
 
 def output_summary(path: Path, case: str, buffer: str, uri: str, parts: int) -> OutputSummary:
     """Shape, dtype, finite range and NaN/Inf counts of a kept .npy output (memory-mapped: it may be 64 MiB)."""
-    array = np.load(path, mmap_mode="r", allow_pickle=False)
+    # the engine writes 2-byte raw records for bfloat16 only (a .npy header cannot name it)
+    array = as_dtype(np.load(path, mmap_mode="r", allow_pickle=False), "bfloat16")
     low = high = None
     nan = inf = 0
-    if array.size and array.dtype.kind in "fc":
+    if array.size and (array.dtype.kind in "fc" or array.dtype == numpy_dtype("bfloat16")):
         finite = np.isfinite(array)
         nan, inf = int(np.isnan(array).sum()), int(np.isinf(array).sum())
         if finite.any():

@@ -17,6 +17,7 @@ from harness_tools.check.inputs import draw_inputs, scalar_arguments, stored_inp
 from harness_tools.run.scratch import CACHE as INPUT_FILES
 from harness_tools.run.timing import TimingPlan
 from harness_tools.task.candidate import Candidate
+from harness_tools.task.dtypes import as_dtype
 from harness_tools.task.spec import Case, ScalarParam, Task
 
 Launch = tuple[tuple[int, int, int], tuple[int, int, int], int]  # grid, block, dynamic shared memory bytes
@@ -48,7 +49,9 @@ def case_inputs(task: Task, case: Case, seed: int) -> tuple[dict[str, np.ndarray
     def draw() -> dict[str, np.ndarray]:
         stored = stored_inputs(task, case)
         return stored if stored is not None else draw_inputs(task.spec, case, seed)
-    return INPUT_FILES.get((str(task.folder), digest, case.name, seed), draw)
+    arrays, files = INPUT_FILES.get((str(task.folder), digest, case.name, seed), draw)
+    dtypes = {b.name: b.dtype for b in task.spec.buffers}
+    return {name: as_dtype(arr, dtypes[name]) for name, arr in arrays.items()}, files  # cached files say |V2 for bf16
 
 
 def case_arguments(task: Task, case: Case, input_files: dict[str, Path]) -> list[ArgSpec]:

@@ -35,9 +35,8 @@ from harness_tools.task.spec import (
     Task,
     TaskSpec,
     buffer_bytes,
-    is_float,
-    numpy_dtype,
 )
+from harness_tools.task.dtypes import HALF_TYPES, as_dtype, is_float, numpy_dtype
 
 
 class CaseFootprint(NamedTuple):
@@ -52,8 +51,8 @@ class CaseFootprint(NamedTuple):
 def case_footprint(spec: TaskSpec, case: Case, buffers_in_host_memory: bool) -> CaseFootprint:
     """Bytes of one case's buffers, and an estimate of the host memory its evaluation needs.
 
-    Host memory, per buffer of n bytes and e elements: an input is drawn (n; float16 is drawn in float32
-    first, +4e), saved to a file that usually lives in memory on /dev/shm (n) and, for a NumPy reference,
+    Host memory, per buffer of n bytes and e elements: an input is drawn (n; bfloat16 and float16 are drawn in
+    float64 first, +8e), saved to a file that usually lives in memory on /dev/shm (n) and, for a NumPy reference,
     upcast to float64 (8e); an output is downloaded to such a file (n) and compared with a float64
     expected array (8e; a NumPy reference's own result, +8e). Where the backend keeps buffers in host memory
     (the cpu backend's worker), every buffer counts there too."""
@@ -64,7 +63,7 @@ def case_footprint(spec: TaskSpec, case: Case, buffers_in_host_memory: bool) -> 
         e = n // numpy_dtype(buf.dtype).itemsize
         buffers += n + TAIL_BYTES
         if buf.role != "out":
-            host += 2 * n + (4 * e if buf.dtype == "float16" else 0) + (8 * e if numpy_ref else 0)
+            host += 2 * n + (8 * e if buf.dtype in HALF_TYPES else 0) + (8 * e if numpy_ref else 0)
         if buf.role != "in":
             host += n + 8 * e + (8 * e if numpy_ref else 0)
     if buffers_in_host_memory:
@@ -115,7 +114,9 @@ def _draw(rng: np.random.Generator, buf: BufferParam, shape: tuple[int, ...]) ->
         low, high = (int(dist.low), int(dist.high)) if dist.dist == "randint" or buf.init else (-100, 100)
         info = np.iinfo(dtype)
         return rng.integers(max(low, info.min), min(high, info.max), size=shape, endpoint=True, dtype=dtype)
-    work = np.float32 if dtype.itemsize <= 4 else np.float64
+    # float32 draws are drawn in float32 (fast, and already in the buffer's type); the half types in float64 and
+    # rounded once to nearest (ml_dtypes rounds to nearest even), so every value is the rounding of a draw
+    work = np.float32 if buf.dtype == "float32" else np.float64
     if dist.dist == "normal":
         values = rng.standard_normal(size=shape, dtype=work)
         values *= work(dist.std)
@@ -140,15 +141,19 @@ def scalar_arguments(spec: TaskSpec, sizes: dict[str, int]) -> dict[str, int | f
                 if not info.min <= int(v) <= info.max:
                     raise OverflowError(f"scalar {p.name}={v} does not fit {p.dtype}")
                 v = int(v)
+            elif p.dtype in HALF_TYPES:  # the value the kernel receives, so the reference computes with it too
+                v = float(numpy_dtype(p.dtype).type(v))
             values[p.name] = v
     return values
 
 
 def reference_inputs(spec: TaskSpec, case: Case, arrays: dict[str, np.ndarray]) -> dict[str, object]:
-    """What a NumPy reference receives: float buffers upcast to float64, ints to int64, plus scalars."""
+    """What a NumPy reference receives: float buffers upcast to float64 (bfloat16 and float16 exactly: the
+    reference sees the rounded values the kernel sees), ints to int64, plus scalars."""
+    floats = {b.name for b in spec.buffers if is_float(b.dtype)}
     ref: dict[str, object] = {}
     for name, arr in arrays.items():
-        ref[name] = arr.astype(np.float64 if arr.dtype.kind == "f" else np.int64)
+        ref[name] = arr.astype(np.float64 if name in floats else np.int64)
     ref.update(scalar_arguments(spec, case.sizes))
     return ref
 
@@ -159,4 +164,4 @@ def stored_inputs(task: Task, case: Case) -> dict[str, np.ndarray] | None:
     if not isinstance(ref, StoredReference):
         return None
     folder = task.folder / ref.dir / case.name
-    return {b.name: np.load(folder / f"{b.name}.npy") for b in task.spec.buffers if b.role != "out"}
+    return {b.name: as_dtype(np.load(folder / f"{b.name}.npy"), b.dtype) for b in task.spec.buffers if b.role != "out"}

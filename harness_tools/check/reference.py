@@ -23,6 +23,7 @@ from harness_tools.check.inputs import reference_inputs
 from harness_tools.compile import compile_candidate
 from harness_tools.errors import TaskSpecError
 from harness_tools.task.candidate import Candidate
+from harness_tools.task.dtypes import as_dtype
 from harness_tools.task.spec import Case, KernelReference, NumpyReference, StoredReference, Task
 
 CACHE_BYTES = 2 << 30
@@ -66,7 +67,8 @@ def expected_outputs(task: Task, case: Case, seed: int, inputs: dict[str, np.nda
         return cached
     if isinstance(ref, StoredReference):
         folder = task.folder / ref.dir / case.name
-        outputs = {b.name: np.load(folder / f"{b.name}.npy").astype(np.float64) for b in task.spec.outputs}
+        outputs = {b.name: as_dtype(np.load(folder / f"{b.name}.npy"), b.dtype).astype(np.float64)
+                   for b in task.spec.outputs}
     elif isinstance(ref, NumpyReference):
         outputs = _run_numpy(task, ref, case, inputs)
     else:
@@ -104,7 +106,8 @@ def _run_kernel(task: Task, ref: KernelReference, case: Case, backend: Execution
     if run.status != "ok" or run.overruns or run.modified_inputs:
         problem = run.message or f"overran {run.overruns}, modified {run.modified_inputs}"
         raise TaskSpecError(where, "reference", f"reference kernel failed on case {case.name}: {problem}")
-    return {name: np.load(path).astype(np.float64) for name, path in run.outputs.items()}
+    dtypes = {b.name: b.dtype for b in task.spec.outputs}
+    return {name: as_dtype(np.load(path), dtypes[name]).astype(np.float64) for name, path in run.outputs.items()}
 
 
 _FUNCTIONS: dict[tuple[str, str, int], Callable] = {}

@@ -36,9 +36,8 @@ from harness_tools.task.spec import (
     buffer_bytes,
     file_problem,
     inside_folder,
-    is_float,
-    numpy_dtype,
 )
+from harness_tools.task.dtypes import as_dtype, is_float, numpy_dtype
 
 TASK_FILE = "task.json"
 BUNDLED_DIR = Path(__file__).parents[1] / "tasks"
@@ -155,8 +154,9 @@ def _inconsistency(spec: TaskSpec) -> tuple[str, str] | None:
     if problem:
         return problem
     for p in spec.outputs:
-        if p.dtype not in spec.tolerance:
-            return "tolerance", f"no tolerance for output dtype {p.dtype!r} of {p.name!r}"
+        if spec.tolerance_for(p.dtype) is None:
+            return "tolerance", (f"no tolerance for output dtype {p.dtype!r} of {p.name!r} (only bfloat16 and float16 "
+                                 "have a default: docs/dtypes.md)")
     return None
 
 
@@ -233,7 +233,8 @@ def _stored_array_problem(path: Path, buf: BufferParam, spec: TaskSpec, case: Ca
         return None  # the shape itself is reported by _check_expressions
     if tuple(shape) != want:
         return f"stored shape {tuple(shape)} differs from the spec's {want}"
-    if dtype.hasobject or dtype.kind not in "biuf":
+    dtype = as_dtype(np.empty(0, dtype), buf.dtype).dtype  # bfloat16 is stored as raw 2-byte records
+    if dtype.hasobject or (dtype.kind not in "biuf" and dtype != numpy_dtype("bfloat16")):
         return f"stored dtype {dtype} is not numeric"
     if buf.role != "out" and dtype != numpy_dtype(buf.dtype):
         return f"stored input has dtype {dtype}; the buffer is {buf.dtype}"

@@ -22,11 +22,11 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness_tools.errors import TaskSpecError
 from harness_tools.task import expressions
+from harness_tools.task.dtypes import CTYPES, DType, default_tolerance, numpy_dtype
 
 # ---- limits: what a task (or a candidate) may ask for ---------------------------------------------------
 MAX_NAME_CHARS = 64
@@ -70,23 +70,7 @@ SizeValue = Annotated[int, Field(ge=-(1 << 63), lt=1 << 63)]
 ExprText = Annotated[str, Field(max_length=expressions.MAX_EXPRESSION_CHARS)]
 BackendNames = list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]] | None
 
-DType = Literal[
-    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"
-]
 Expr = BoundedInt | BoundedFloat | ExprText
-CTYPES: dict[str, str] = {
-    "float16": "__half", "float32": "float", "float64": "double", "int8": "signed char", "int16": "short",
-    "int32": "int", "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
-    "uint32": "unsigned int", "uint64": "unsigned long long",
-}
-
-
-def numpy_dtype(dtype: str) -> np.dtype:
-    return np.dtype(dtype)
-
-
-def is_float(dtype: str) -> bool:
-    return dtype.startswith("float")
 
 
 class Strict(BaseModel):
@@ -317,6 +301,14 @@ class TaskSpec(Strict):
             if c.name == name:
                 return c
         raise KeyError(f"task {self.name!r} has no case {name!r}; cases: {[c.name for c in self.cases]}")
+
+    def tolerance_for(self, dtype: str) -> Tolerance | None:
+        """The tolerance outputs of ``dtype`` are compared with: the task's own, else the dtype's default
+        (docs/dtypes.md; None where the dtype has none and the task states none)."""
+        if dtype in self.tolerance:
+            return self.tolerance[dtype]
+        default = default_tolerance(dtype)
+        return None if default is None else Tolerance(atol=default[0], rtol=default[1])
 
     def shape_of(self, buffer: BufferParam, sizes: dict[str, int]) -> tuple[int, ...]:
         return tuple(expressions.evaluate_int(e, sizes) for e in buffer.shape)

@@ -36,6 +36,7 @@ from harness_tools.backends.cpu.build import runtime_library
 from harness_tools.backends.cpu.translate import needs_fibers
 from harness_tools.backends.kernel_args import argument_array
 from harness_tools.run.timing import summarize
+from harness_tools.task.dtypes import numpy_dtype
 
 OK, KERNEL_ERROR, OUT_OF_BOUNDS, CRASH, BAD_LAUNCH = range(5)
 _ERROR_NAMES = {KERNEL_ERROR: "CPU_KERNEL_ERROR", OUT_OF_BOUNDS: "CPU_OUT_OF_BOUNDS", CRASH: "CPU_CRASH"}
@@ -138,7 +139,7 @@ class CpuExecutor:
             if arg.kind != "buffer":
                 continue
             buf = Buffer()
-            nbytes = int(np.prod(arg.shape)) * np.dtype(arg.dtype).itemsize
+            nbytes = int(np.prod(arg.shape)) * numpy_dtype(arg.dtype).itemsize
             rc = self.runtime.cudaopt_buffer_alloc(ctypes.byref(buf), name, nbytes, alignment, tail_word(arg.dtype, arg.role))
             if rc != 0:
                 raise MemoryError(f"cannot allocate {nbytes} bytes for {arg.name}: {os.strerror(rc)}")
@@ -146,7 +147,7 @@ class CpuExecutor:
             if arg.input_file:
                 view[:] = np.load(arg.input_file, mmap_mode="r").reshape(-1).view(np.uint8)
             elif arg.initial is not None:
-                view[:] = np.full(arg.shape, arg.initial, dtype=arg.dtype).reshape(-1).view(np.uint8)
+                view[:] = np.full(arg.shape, arg.initial, dtype=numpy_dtype(arg.dtype)).reshape(-1).view(np.uint8)
             else:
                 view[:] = POISON_BYTE
             buffers[arg.name] = buf
@@ -161,7 +162,7 @@ class CpuExecutor:
             buf = buffers[arg.name]
             if not _surroundings_intact(buf, tail_word(arg.dtype, arg.role)):
                 run.overruns.append(arg.name)
-            data = _view(buf.data, buf.size).view(arg.dtype).reshape(arg.shape)  # no copy: read before the free
+            data = _view(buf.data, buf.size).view(numpy_dtype(arg.dtype)).reshape(arg.shape)  # no copy: read before the free
             if arg.role == "in":
                 original = np.load(arg.input_file, mmap_mode="r")
                 if not same_bytes(data, original):

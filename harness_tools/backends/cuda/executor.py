@@ -28,6 +28,7 @@ from harness_tools.backends.cuda.device_kernels import DeviceKernels
 from harness_tools.backends.cuda.resident_inputs import ResidentInputs
 from harness_tools.backends.kernel_args import argument_array
 from harness_tools.run.timing import TimingPlan, measure, summarize
+from harness_tools.task.dtypes import numpy_dtype
 
 # Errors after which the context is corrupt and the process must end (CUDA driver API docs).
 STICKY = {700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 721, 999}
@@ -193,7 +194,7 @@ class CudaExecutor:
         for arg in request.args:
             if arg.kind != "buffer":
                 continue
-            nbytes = int(np.prod(arg.shape)) * np.dtype(arg.dtype).itemsize
+            nbytes = int(np.prod(arg.shape)) * numpy_dtype(arg.dtype).itemsize
             buf = self.placer.allocate(nbytes, request.placement, arg.name)
             buffers.append((arg, buf, None))
             ptr = cu.CUdeviceptr(buf.data)
@@ -202,7 +203,7 @@ class CudaExecutor:
             if arg.input_file:
                 digest = self.resident.fill(ptr, arg.input_file, nbytes)
             elif arg.initial is not None:
-                host = np.full(arg.shape, arg.initial, dtype=arg.dtype)
+                host = np.full(arg.shape, arg.initial, dtype=numpy_dtype(arg.dtype))
                 _ok(cu.cuMemcpyHtoDAsync(ptr, host.ctypes.data, nbytes, self.stream), f"upload {arg.name}")
                 digest = self.kernels.digest(ptr, nbytes)
             elif nbytes:
@@ -234,9 +235,9 @@ class CudaExecutor:
     def _download(arg: ArgSpec, ptr, nbytes: int, path: Path) -> str:
         """Straight into the .npy file's mapping (no second host copy); the file usually lives in memory."""
         if nbytes == 0:
-            np.save(path, np.empty(arg.shape, dtype=arg.dtype))
+            np.save(path, np.empty(arg.shape, dtype=numpy_dtype(arg.dtype)))
             return str(path)
-        out = np.lib.format.open_memmap(path, mode="w+", dtype=arg.dtype, shape=tuple(arg.shape))
+        out = np.lib.format.open_memmap(path, mode="w+", dtype=numpy_dtype(arg.dtype), shape=tuple(arg.shape))
         _ok(cu.cuMemcpyDtoH(out.ctypes.data, ptr, nbytes), f"download {arg.name}")
         out.flush()
         del out

@@ -13,9 +13,11 @@ from harness_tools.backends.contract import (
     tail_pattern,
     tail_word,
 )
+from harness_tools.task.dtypes import numpy_dtype
 from harness_tools.task.spec import CTYPES
 
-FLOATS = ["float16", "float32", "float64"]
+QUIET_BIT = {"bfloat16": 6, "float16": 9, "float32": 22, "float64": 51}
+FLOATS = sorted(QUIET_BIT)
 
 
 def _bytes(word: int) -> set[int]:
@@ -32,14 +34,13 @@ def test_input_and_writable_patterns_share_no_byte(dtype):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_float_inputs_are_surrounded_by_signalling_nans_and_outputs_by_finite_values(dtype):
-    itemsize = np.dtype(dtype).itemsize
-    around_input = tail_pattern(tail_word(dtype, "in"), 4 * itemsize).view(dtype)
+    itemsize = numpy_dtype(dtype).itemsize
+    around_input = tail_pattern(tail_word(dtype, "in"), 4 * itemsize).view(numpy_dtype(dtype))
     assert np.isnan(around_input).all()
     bits = around_input.view(f"u{itemsize}")[0]
-    quiet_bit = {2: 9, 4: 22, 8: 51}[itemsize]
-    assert not (int(bits) >> quiet_bit) & 1  # arithmetic must change it, even on the cpu (x86 keeps payloads)
-    assert np.isfinite(tail_pattern(WRITABLE_TAIL_WORD, 4 * itemsize).view(dtype)).all()
-    assert np.isnan(np.full(4 * itemsize, POISON_BYTE, dtype=np.uint8).view(dtype)).all()  # output prefill
+    assert not (int(bits) >> QUIET_BIT[dtype]) & 1  # arithmetic must change it, even on the cpu (x86 keeps payloads)
+    assert np.isfinite(tail_pattern(WRITABLE_TAIL_WORD, 4 * itemsize).view(numpy_dtype(dtype))).all()
+    assert np.isnan(np.full(4 * itemsize, POISON_BYTE, dtype=np.uint8).view(numpy_dtype(dtype))).all()  # output prefill
 
 
 def test_integer_inputs_are_surrounded_by_large_magnitudes():

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from harness_tools.check.inputs import draw_inputs, reference_inputs, scalar_arguments
+from harness_tools.task.dtypes import numpy_dtype
 from harness_tools.task.loading import spec_from_dict
 
 SPEC = spec_from_dict({
@@ -57,3 +60,44 @@ def test_reference_sees_float64_and_scalars():
     assert ref["x"].dtype == np.float64 and ref["i"].dtype == np.int64
     assert ref["n"] == 1001 and ref["half"] == 500.5
     assert scalar_arguments(SPEC, {"n": 8}) == {"n": 8, "half": 4.0}
+
+
+HALF_SPEC = spec_from_dict({
+    "name": "h", "description": "d", "kernel_name": "k", "sizes": ["n"],
+    "params": [
+        {"kind": "buffer", "name": "b", "dtype": "bfloat16", "shape": ["n"], "role": "in"},
+        {"kind": "buffer", "name": "h", "dtype": "float16", "shape": ["n"], "role": "in",
+         "init": {"dist": "normal", "mean": 3, "std": 2}},
+        {"kind": "buffer", "name": "k", "dtype": "bfloat16", "shape": ["n"], "role": "in",
+         "init": {"dist": "randint", "low": -300, "high": 300}},
+        {"kind": "buffer", "name": "y", "dtype": "bfloat16", "shape": ["n"], "role": "out"},
+        {"kind": "scalar", "name": "s", "dtype": "bfloat16", "value": 0.1},
+    ],
+    "cases": [{"name": "a", "role": "validation", "sizes": {"n": 20000}}],
+    "reference": {"kind": "stored"},
+    "baseline": {"source": "k.cu", "launch": {"grid": [1], "block": [1]}},
+}, "inline")
+
+
+def test_half_draws_are_the_nearest_representable_values_of_a_seeded_float64_draw():
+    arrays = draw_inputs(HALF_SPEC, HALF_SPEC.cases[0], 5)
+    again = draw_inputs(HALF_SPEC, HALF_SPEC.cases[0], 5)
+    assert all(arrays[n].tobytes() == again[n].tobytes() for n in arrays)
+    assert arrays["b"].tobytes() != draw_inputs(HALF_SPEC, HALF_SPEC.cases[0], 6)["b"].tobytes()
+    b, h, k = arrays["b"], arrays["h"], arrays["k"]
+    assert b.dtype == numpy_dtype("bfloat16") and h.dtype == np.float16 and b.shape == (20000,)
+    # the float64 draw the engine made, rounded once to nearest: recompute it and round it ourselves
+    rng = np.random.default_rng([5, zlib.crc32(b"a"), zlib.crc32(b"b")])
+    assert np.array_equal(b.view(np.uint16), (rng.random(20000) * 2 - 1).astype(numpy_dtype("bfloat16")).view(np.uint16))
+    wide = b.astype(np.float64)
+    assert np.all((wide >= -1) & (wide <= 1)) and np.unique(b.view(np.uint16)).size > 1000  # 128 per binade
+    assert abs(h.astype(np.float64).mean() - 3) < 0.1 and abs(h.astype(np.float64).std() - 2) < 0.1
+    ints = k.astype(np.float64)  # integers above 256 are rounded to bf16's even neighbours, as the kernel sees them
+    assert np.array_equal(ints, np.round(ints)) and ints.min() >= -300 and ints.max() <= 300
+
+
+def test_the_reference_sees_the_rounded_half_values_and_scalars():
+    arrays = draw_inputs(HALF_SPEC, HALF_SPEC.cases[0], 5)
+    ref = reference_inputs(HALF_SPEC, HALF_SPEC.cases[0], arrays)
+    assert ref["b"].dtype == np.float64 and np.array_equal(ref["b"], arrays["b"].astype(np.float64))
+    assert ref["s"] == float(np.array(0.1).astype(numpy_dtype("bfloat16")).astype(np.float64)) != 0.1

@@ -256,3 +256,20 @@ def test_every_bundled_task_loads_and_its_baseline_compiles():
         task = resolve_task(name)
         result = compile_candidate(baseline(task), "sm_90")
         assert result.ok, f"{name}: {result.log}"
+
+
+def test_an_unknown_dtype_is_refused_with_the_field_and_bfloat16_among_the_known(tmp_path):
+    err = spec_error(tmp_path, lambda s: s["params"][0].update(dtype="float8_e4m3"))
+    assert err.field.startswith("params.0") and err.field.endswith("dtype")
+    assert "'bfloat16'" in err.problem and "'float16'" in err.problem
+
+
+def test_half_outputs_default_to_the_derived_tolerance_and_a_task_may_override_it(tmp_path):
+    spec = copy.deepcopy(GOOD)
+    spec["params"][1]["dtype"], spec["tolerance"] = "bfloat16", {}
+    task = load_task(make_task(tmp_path / "default", spec))
+    tol = task.spec.tolerance_for("bfloat16")
+    assert (tol.atol, tol.rtol) == (2.0 ** -8, 2.0 ** -7)  # u and 2u (docs/dtypes.md)
+    assert task.spec.tolerance_for("float16").rtol == 2.0 ** -10 and task.spec.tolerance_for("float32") is None
+    spec["tolerance"] = {"bfloat16": {"atol": 0, "rtol": 0.05}}
+    assert load_task(make_task(tmp_path / "stated", spec)).spec.tolerance_for("bfloat16").rtol == 0.05
