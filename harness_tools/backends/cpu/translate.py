@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from harness_tools.backends.contract import ArgSpec
+from harness_tools.task.dtypes import HALF_TYPES
 from harness_tools.task.include_guard import code_lines
 
 # (pattern on a comment-free, literal-blanked line, what to say). Checked in order; one report per line.
@@ -35,9 +36,9 @@ _UNSUPPORTED: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"<<<|\bcudaLaunchDevice\b|\bcudaGetParameterBuffer\b"),
      "dynamic parallelism (launching kernels from device code) is not supported on the cpu backend"),
     (re.compile(r"\b(cub|thrust|cutlass|cute)\s*::"), "CUB/Thrust/CUTLASS are not supported on the cpu backend"),
-    (re.compile(r"\b(__half2?|__nv_bfloat162?|__nv_fp8\w*|half2?|cuda_fp16|cuda_bf16|cuda_fp8|__float2half\w*|"
-                r"__half2float|__float2bfloat16\w*|__bfloat162float)\b|cuda_fp16\.h|cuda_bf16\.h|cuda_fp8\.h"),
-     "__half/__nv_bfloat16 are not supported on the cpu backend yet"),
+    # __half and __nv_bfloat16 are emulated (runtime/cudaopt_cpu_half.h); the 8-bit floats are not
+    (re.compile(r"\b(__nv_fp8\w*|__nv_cvt_\w*fp8\w*|cuda_fp8)\b|cuda_fp8\.h"),
+     "fp8 types (__nv_fp8_e4m3/__nv_fp8_e5m2) are not supported on the cpu backend yet"),
     (re.compile(r"\b(__syncthreads_count|__syncthreads_and|__syncthreads_or)\b(?=\s*\(\s*\))"),
      "__syncthreads_count/_and/_or need a predicate"),
 ]
@@ -54,7 +55,7 @@ _DYNAMIC_SHARED = re.compile(
 )
 
 _CTYPES = {
-    "float16": "unsigned short", "float32": "float", "float64": "double", "int8": "signed char",
+    "float32": "float", "float64": "double", "int8": "signed char",
     "int16": "short", "int32": "int", "int64": "long long", "uint8": "unsigned char",
     "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long",
 }
@@ -115,20 +116,32 @@ def launcher(kernel_name: str, args: list[ArgSpec]) -> str:
     """The extern "C" entry point the executor calls: unpacks void** args into the kernel's parameters.
 
     Pointers go through a proxy that converts to whatever pointer type the kernel declares (``int64_t*``
-    is ``long*`` to g++ but ``long long*`` to NVRTC); scalars are passed as the task's dtype.
+    is ``long*`` to g++ but ``long long*`` to NVRTC); scalars are passed as the task's dtype, and 16-bit floats
+    as their bit pattern copied into the declared type (the launcher cannot name ``__half``: it exists only
+    where the kernel includes cuda_fp16.h, and converting a number to it would round, not copy).
     """
     # Every name here is reserved (double underscore): a candidate's macros (T, a, p, ...) cannot clash.
     unpacked = []
     for i, arg in enumerate(args):
-        ctype = _CTYPES[arg.dtype]
-        unpacked.append(f"__cudaopt_pointer{{*(void**)__a[{i}]}}" if arg.kind == "buffer"
-                        else f"*({ctype}*)__a[{i}]")
+        if arg.kind == "buffer":
+            unpacked.append(f"__cudaopt_pointer{{*(void**)__a[{i}]}}")
+        elif arg.dtype in HALF_TYPES:
+            unpacked.append(f"__cudaopt_bits16{{*(unsigned short*)__a[{i}]}}")
+        else:
+            unpacked.append(f"*({_CTYPES[arg.dtype]}*)__a[{i}]")
     call = f"{kernel_name}({', '.join(unpacked)});"
     return (
         "\n#line 1 \"cudaopt_launcher\"\n"
         "struct __cudaopt_pointer {\n"
         "    void* __p;\n"
         "    template <class __CudaoptT> operator __CudaoptT*() const { return static_cast<__CudaoptT*>(__p); }\n"
+        "};\n"
+        "struct __cudaopt_bits16 {\n"
+        "    unsigned short __b;\n"
+        "    template <class __CudaoptT> operator __CudaoptT() const {\n"
+        "        static_assert(sizeof(__CudaoptT) == 2, \"a 16-bit float parameter\");\n"
+        "        __CudaoptT __v; std::memcpy(&__v, &__b, 2); return __v;\n"
+        "    }\n"
         "};\n"
         'extern "C" int cudaopt_launch(const cudaopt_launch_config* __c, void** __args) {\n'
         f"    return cudaopt_run_grid(__c, [](void** __a) {{ {call} }}, __args);\n"

@@ -26,10 +26,10 @@ ONE_PER_ELEMENT = {"grid": ["ceil_div(n, 256)"], "block": [256]}
 
 
 def _vector_task(folder: Path, kernel_name: str, source: str, reference: str, sizes: list[int],
-                 launch: dict | None = None):
-    """A task `kernel(const float* in, float* out, int n)` with one validation case per size."""
-    params = [{"kind": "buffer", "name": "in", "dtype": "float32", "shape": ["n"], "role": "in"},
-              {"kind": "buffer", "name": "out", "dtype": "float32", "shape": ["n"], "role": "out"},
+                 launch: dict | None = None, dtype: str = "float32"):
+    """A task `kernel(const T* in, T* out, int n)` (T of ``dtype``) with one validation case per size."""
+    params = [{"kind": "buffer", "name": "in", "dtype": dtype, "shape": ["n"], "role": "in"},
+              {"kind": "buffer", "name": "out", "dtype": dtype, "shape": ["n"], "role": "out"},
               {"kind": "scalar", "name": "n", "dtype": "int32", "value": "n"}]
     cases = [{"name": f"n{n}", "role": "validation", "sizes": {"n": n}} for n in sizes]
     return _task(folder, kernel_name, source, params, ["n"], cases,

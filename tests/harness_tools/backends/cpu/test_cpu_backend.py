@@ -205,8 +205,8 @@ REFUSED = {
     "texture": ("cudaTextureObject_t t = 0; float v = tex1Dfetch<float>(t, 0);", "textures"),
     "dynamic-parallelism": ("child<<<1, 1>>>();", "dynamic parallelism"),
     "cub": ("cub::WarpReduce<float> r;", "CUB"),
-    "half": ("__half h;", "__half"),
-    "bfloat16": ("__nv_bfloat16 b;", "__half/__nv_bfloat16"),
+    "fp8": ("__nv_fp8_e4m3 f;", "fp8 types"),
+    "fp8-header": ("#include <cuda_fp8.h>", "fp8 types"),
 }
 
 
