@@ -155,7 +155,8 @@ def http_app(server: MCPServer, config: ServerConfig, port: int | None = None):
     config fails before binding."""
     token = http_token(config.host)
     security = rebinding_protection(config.host, config.port if port is None else port)
-    app = NoResumption(server.streamable_http_app(host=_bind_host(config.host), transport_security=security))
+    app = server.streamable_http_app(host=_bind_host(config.host), transport_security=security)
+    app.add_middleware(NoResumption)  # inside the Starlette app, which stays the object that owns the lifespan
     if security.enable_dns_rebinding_protection:
         app = LowercaseHostOrigin(app)
     return BearerAuth(app, token) if token else app
