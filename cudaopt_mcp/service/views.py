@@ -34,7 +34,7 @@ from cudaopt_mcp.service.cancelled import CANCELLED_RECORD, cancelled_step
 from cudaopt_mcp.service.runs import BestRecord, RunRecord, RunStore
 from harness_tools.compile import CompileResult
 from harness_tools.evaluation import CaseResult
-from harness_tools.task.dtypes import as_dtype, numpy_dtype
+from harness_tools.task.dtypes import as_dtype, is_bfloat16
 from harness_tools.task.spec import CTYPES, BufferParam, Task, TaskSpec, Tolerance
 
 EXCERPT_CHARS = 1500
@@ -179,7 +179,7 @@ def output_summary(path: Path, case: str, buffer: str, uri: str, parts: int) -> 
     array = as_dtype(np.load(path, mmap_mode="r", allow_pickle=False), "bfloat16")
     low = high = None
     nan = inf = 0
-    if array.size and (array.dtype.kind in "fc" or array.dtype == numpy_dtype("bfloat16")):
+    if array.size and (array.dtype.kind in "fc" or is_bfloat16(array.dtype)):
         finite = np.isfinite(array)
         nan, inf = int(np.isnan(array).sum()), int(np.isinf(array).sum())
         if finite.any():

@@ -1,7 +1,7 @@
 """The element types a task may use: their C types, their NumPy representation and their default tolerances.
 
-``bfloat16`` has no NumPy type of its own: the ``ml_dtypes`` package provides it (importing this module
-registers it, so ``np.dtype("bfloat16")`` works in every process that imports the engine). A ``.npy`` file
+``bfloat16`` has no NumPy type of its own: the ``ml_dtypes`` package provides it, imported on first need
+(it takes about a second to import, and every worker restart, e.g. after a cancelled call, would pay it). A ``.npy`` file
 cannot name it: ``np.save`` writes a bfloat16 array as raw 2-byte records (``|V2``), and :func:`as_dtype`
 turns such records back into the dtype the spec says the buffer has.
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-import ml_dtypes
 import numpy as np
 
 DType = Literal[
@@ -43,7 +42,16 @@ def default_tolerance(dtype: str) -> tuple[float, float] | None:
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
-    return np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    if dtype == "bfloat16":
+        import ml_dtypes  # here, not at the top: see the module docstring
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
+
+
+def is_bfloat16(dtype: np.dtype) -> bool:
+    """Whether a NumPy dtype is ml_dtypes' bfloat16, without importing ml_dtypes to ask."""
+    return dtype.name == "bfloat16"
 
 
 def is_float(dtype: str) -> bool:

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from harness_tools.errors import ExpressionError, TaskSpecError
 from harness_tools.task import expressions
+from harness_tools.task.dtypes import as_dtype, is_bfloat16, is_float, numpy_dtype
 from harness_tools.task.spec import (
     MAX_CASE_BYTES,
     MAX_SOURCE_BYTES,
@@ -37,7 +38,6 @@ from harness_tools.task.spec import (
     file_problem,
     inside_folder,
 )
-from harness_tools.task.dtypes import as_dtype, is_float, numpy_dtype
 
 TASK_FILE = "task.json"
 BUNDLED_DIR = Path(__file__).parents[1] / "tasks"
@@ -234,7 +234,7 @@ def _stored_array_problem(path: Path, buf: BufferParam, spec: TaskSpec, case: Ca
     if tuple(shape) != want:
         return f"stored shape {tuple(shape)} differs from the spec's {want}"
     dtype = as_dtype(np.empty(0, dtype), buf.dtype).dtype  # bfloat16 is stored as raw 2-byte records
-    if dtype.hasobject or (dtype.kind not in "biuf" and dtype != numpy_dtype("bfloat16")):
+    if dtype.hasobject or (dtype.kind not in "biuf" and not is_bfloat16(dtype)):
         return f"stored dtype {dtype} is not numeric"
     if buf.role != "out" and dtype != numpy_dtype(buf.dtype):
         return f"stored input has dtype {dtype}; the buffer is {buf.dtype}"

@@ -57,10 +57,18 @@ async def _cancel_spinning_call(c: Client, run_id: str) -> float:
         return time.monotonic()
 
 
-async def _next_call_after(c: Client, run_id: str, cancelled_at: float) -> float:
-    nxt = await c.call_tool("evaluate", {"run_id": run_id, "candidate_id": "c0001"})
+async def _next_call_after(c: Client, run_id: str, cancelled_at: float) -> tuple[float, float]:
+    """(seconds from the cancel until the next call holds the engine and runs its cases, until it answers)."""
+    running: list[float] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        if message and message.startswith("running") and not running:
+            running.append(time.monotonic())
+
+    nxt = await c.call_tool("evaluate", {"run_id": run_id, "candidate_id": "c0001"}, progress_callback=progress)
     assert nxt.structured_content["correct"], nxt.content[0].text
-    return time.monotonic() - cancelled_at
+    answered = time.monotonic()
+    return (running[0] if running else answered) - cancelled_at, answered - cancelled_at
 
 
 async def _assert_recorded_cancelled(c: Client, run_id: str, candidate_id: str) -> None:
@@ -74,11 +82,12 @@ async def _assert_recorded_cancelled(c: Client, run_id: str, candidate_id: str) 
 async def _check_cancel(c: Client, label: str) -> None:
     run_id, idle_s = await _baseline(c)
     cancelled_at = await _cancel_spinning_call(c, run_id)
-    after_s = await _next_call_after(c, run_id, cancelled_at)
-    start_s = after_s - idle_s
-    print(f"{label}: cancel -> next evaluate answered {after_s:.3f} s (an idle one takes {idle_s:.3f} s): "
-          f"the next call started {max(start_s, 0):.3f} s after the cancel", file=sys.stderr)
-    assert start_s < GOAL_S, (after_s, idle_s)
+    start_s, after_s = await _next_call_after(c, run_id, cancelled_at)
+    print(f"{label}: cancel -> the next evaluate ran its cases {start_s:.3f} s later and answered {after_s:.3f} s "
+          f"later (an idle one takes {idle_s:.3f} s; the difference, {after_s - idle_s:.3f} s, includes the killed "
+          "worker's respawn)", file=sys.stderr)
+    assert start_s < GOAL_S, (start_s, after_s, idle_s)
+    assert after_s - idle_s < 2 * GOAL_S, (start_s, after_s, idle_s)  # the respawn is bounded too
     await _assert_recorded_cancelled(c, run_id, "c0002")
 
 
@@ -119,10 +128,10 @@ def test_cancel_job_stops_a_background_evaluation_within_a_second(tmp_path):
             answered_s = time.monotonic() - cancelled_at
             assert out["status"] == "cancelled" and "cancel_job" in out["message"], out
             assert answered_s < GOAL_S, answered_s
-            after_s = await _next_call_after(c, run_id, cancelled_at)
-            print(f"job: cancel_job answered in {answered_s:.3f} s; the next evaluate {after_s:.3f} s after the "
-                  f"cancel (an idle one takes {idle_s:.3f} s)", file=sys.stderr)
-            assert after_s - idle_s < GOAL_S
+            start_s, after_s = await _next_call_after(c, run_id, cancelled_at)
+            print(f"job: cancel_job answered in {answered_s:.3f} s; the next evaluate ran its cases {start_s:.3f} s "
+                  f"and answered {after_s:.3f} s after the cancel (an idle one takes {idle_s:.3f} s)", file=sys.stderr)
+            assert start_s < GOAL_S and after_s - idle_s < 2 * GOAL_S, (start_s, after_s, idle_s)
             await _assert_recorded_cancelled(c, run_id, "c0002")
             again = (await c.call_tool("cancel_job", {"job_id": job_id})).structured_content
             assert again["status"] == "cancelled"  # idempotent: a finished job stays as it ended
