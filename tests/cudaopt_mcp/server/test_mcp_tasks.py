@@ -9,25 +9,18 @@ import time
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from tests.cudaopt_mcp.server.tasks_requester import TASKS, GetTask, TaskIdParams, TasksRequester, TaskState, cancel_task
 from tests.cudaopt_mcp.server.test_mcp_cancellation import SPINNING_TRANSPOSE
-from tests.cudaopt_mcp.server.test_mcp_transports import ROOT
-
-
-def _stdio(results, **client) -> Client:
-    return Client(StdioServerParameters(command=sys.executable, cwd=str(ROOT),
-                                        args=["-m", "cudaopt_mcp.server", "--results", str(results), "--backend", "cpu"]),
-                  **client)
+from tests.cudaopt_mcp.server.test_mcp_transports import stdio
 
 
 def test_an_evaluation_becomes_a_task_whose_result_is_the_direct_answer(tmp_path):
     requester = TasksRequester()
 
     async def main():
-        async with _stdio(tmp_path / "results", extensions=[requester]) as c:
+        async with stdio(tmp_path / "results", extensions=[requester]) as c:
             assert c.protocol_version == "2026-07-28"
             assert TASKS in (c.server_capabilities.extensions or {})
             run_id = (await c.call_tool("create_run", {"task": "transpose"})).structured_content["run_id"]
@@ -60,7 +53,7 @@ def test_tasks_cancel_kills_the_spinning_kernel_within_a_second(tmp_path):
     requester = TasksRequester(poll_s=0.05)
 
     async def main():
-        async with _stdio(tmp_path / "results", extensions=[requester]) as c:
+        async with stdio(tmp_path / "results", extensions=[requester]) as c:
             run_id = (await c.call_tool("create_run", {"task": "transpose"})).structured_content["run_id"]
             await c.call_tool("evaluate", {"run_id": run_id})
             started = time.monotonic()
@@ -89,7 +82,7 @@ def test_clients_that_did_not_ask_get_the_ordinary_answer(tmp_path, mode):
     client = {"mode": "legacy", "extensions": [TasksRequester()]} if mode == "legacy" else {}
 
     async def main():
-        async with _stdio(tmp_path / "results", **client) as c:
+        async with stdio(tmp_path / "results", **client) as c:
             run_id = (await c.call_tool("create_run", {"task": "transpose"})).structured_content["run_id"]
             out = await c.call_tool("evaluate", {"run_id": run_id})
             assert out.structured_content["correct"]

@@ -24,11 +24,13 @@ MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, 
 PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
 
 
-def stdio(results: Path, *extra: str) -> Client:
+def stdio(results: Path, *extra: str, **client) -> Client:
+    """A client of a real server process over stdio (cpu backend unless ``extra`` says otherwise); ``client``: the
+    Client's own options (mode, extensions)."""
     # the SDK gives a stdio server a minimal environment; ours needs this interpreter's (PYTHONPATH where set)
     return Client(StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=dict(os.environ),
                                         args=["-m", "cudaopt_mcp.server", "--results", str(results), "--backend", "cpu",
-                                              "-v", *extra]))
+                                              "-v", *extra]), **client)
 
 
 async def call(c: Client, tool: str, **args):
