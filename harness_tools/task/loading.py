@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from harness_tools.errors import ExpressionError, TaskSpecError
 from harness_tools.task import expressions
+from harness_tools.task.checking_rules import checking_files, checking_problem, mismatch_budget
 from harness_tools.task.dtypes import as_dtype, is_bfloat16, is_float, numpy_dtype
 from harness_tools.task.spec import (
     MAX_CASE_BYTES,
@@ -34,6 +35,7 @@ from harness_tools.task.spec import (
     StoredReference,
     Task,
     TaskSpec,
+    TorchReference,
     buffer_bytes,
     file_problem,
     inside_folder,
@@ -153,6 +155,9 @@ def _inconsistency(spec: TaskSpec) -> tuple[str, str] | None:
     problem = _rules_inconsistency(spec)
     if problem:
         return problem
+    problem = checking_problem(spec)
+    if problem:
+        return problem
     for p in spec.outputs:
         if spec.tolerance_for(p.dtype) is None:
             return "tolerance", (f"no tolerance for output dtype {p.dtype!r} of {p.name!r} (only bfloat16 and float16 "
@@ -190,16 +195,17 @@ def _check_files(spec: TaskSpec, folder: Path, source: str) -> None:
     if spec.tunables:
         named.append(("tunables.source", spec.tunables.source))
     ref = spec.reference
-    if isinstance(ref, NumpyReference):
+    if isinstance(ref, (NumpyReference, TorchReference)):
         named.append(("reference.file", ref.file))
     elif isinstance(ref, KernelReference):
         named.append(("reference.source", ref.source))
+    named += checking_files(spec)  # Python files, like reference.file
     for field, name in named:
         problem = file_problem(folder, name)
         if problem:
             raise TaskSpecError(source, field, problem)
         size = (folder / name).stat().st_size
-        if field != "reference.file" and size > MAX_SOURCE_BYTES:
+        if not field.endswith(".file") and size > MAX_SOURCE_BYTES:  # *.file: Python, no kernel source cap
             raise TaskSpecError(source, field, f"{name!r} is {size} bytes; a kernel source may have at most "
                                                f"{MAX_SOURCE_BYTES}")
     if isinstance(ref, StoredReference):
@@ -264,6 +270,7 @@ def sizes_problem(spec: TaskSpec, sizes: dict[str, int]) -> tuple[str, str] | No
                 if any(d <= 0 for d in shape):
                     raise ExpressionError(f"shape {shape} has a non-positive dimension")
                 total += buffer_bytes(p, shape)
+                mismatch_budget(p, sizes)  # a whole number >= 0 in every case
             else:
                 value = expressions.evaluate_expression(p.value, sizes)
                 if not is_float(p.dtype):

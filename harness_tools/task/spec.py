@@ -101,6 +101,9 @@ class BufferParam(Strict):
     role: Literal["in", "out", "inout"]
     initial: float | None = Field(None, description="value outputs start at (else they are poisoned)")
     init: InputDistribution | None = Field(None, description="distribution of inputs (in/inout)")
+    max_mismatches: Annotated[int, Field(ge=0, le=MAX_INT)] | ExprText = Field(
+        0, description="elements of this output that may be outside tolerance (an expression over sizes allowed); "
+                       "NaN or Inf where the reference is finite never passes (docs/tasks_format_checking.md)")
 
 
 class ScalarParam(Strict):
@@ -192,6 +195,14 @@ class NumpyReference(Strict):
     function: Annotated[str, _identifier("function name")] = "reference"
 
 
+class TorchReference(Strict):
+    """Like a NumPy reference, with the inputs as float64 CPU torch tensors (needs ``cudaopt[torch]``)."""
+
+    kind: Literal["torch"] = "torch"
+    file: FileName = "reference.py"
+    function: Annotated[str, _identifier("function name")] = "reference"
+
+
 class KernelReference(Strict):
     kind: Literal["cuda"] = "cuda"
     source: FileName
@@ -207,7 +218,7 @@ class StoredReference(Strict):
     dir: FileName = "expected"
 
 
-Reference = Annotated[NumpyReference | KernelReference | StoredReference, Field(discriminator="kind")]
+Reference = Annotated[NumpyReference | TorchReference | KernelReference | StoredReference, Field(discriminator="kind")]
 
 
 class Tolerance(Strict):
@@ -239,6 +250,22 @@ class Metrics(Strict):
     bytes: Expr | None = None
 
 
+class InputsGenerator(Strict):
+    """A function of the task folder that builds every in/inout buffer: ``fn(sizes, rng) -> {name: array}``."""
+
+    file: FileName = "reference.py"
+    function: Annotated[str, _identifier("function name")] = "make_inputs"
+
+
+class CustomCheck(Strict):
+    """A function of the task folder that judges the outputs: ``fn(outputs, expected, inputs, sizes)``."""
+
+    file: FileName = "reference.py"
+    function: Annotated[str, _identifier("function name")] = "check"
+    replaces_tolerance: bool = Field(False, description="the check alone decides (the element-wise comparison still "
+                                                        "reports its statistics); false: both must pass")
+
+
 RESERVED_KERNEL_PREFIX = "cudaopt_"
 
 
@@ -256,6 +283,10 @@ class TaskSpec(Strict):
     metrics: Metrics | None = None
     hidden: HiddenSpec = Field(default_factory=HiddenSpec, description="cases the model never sees")
     size_rules: SizeRules | None = None
+    inputs: InputsGenerator | None = Field(None, description="build the inputs with a function of the task folder "
+                                                             "instead of drawing them (docs/tasks_format_checking.md)")
+    check: CustomCheck | None = Field(None, description="judge the outputs with a function of the task folder too "
+                                                        "(docs/tasks_format_checking.md)")
 
     @field_validator("kernel_name")
     @classmethod
