@@ -32,7 +32,8 @@ from harness_tools.backends import ExecutionBackend, RaceChecker, backend_traits
 from harness_tools.backends.contract import ArgSpec, CaseRequest, CaseRun, DeviceInfo, RaceReport
 from harness_tools.backends.environment import Environment, read_clocks
 from harness_tools.check.case_request import case_arguments, case_inputs, case_request, placement_for
-from harness_tools.check.compare import OutputComparison, compare
+from harness_tools.check.compare import OutputComparison, compare, mismatch_message
+from harness_tools.check.custom_check import custom_check_failure, judged_by_check
 from harness_tools.check.inputs import available_host_bytes, case_footprint, fresh_seed
 from harness_tools.check.reference import expected_outputs
 from harness_tools.compile import CompileResult, compile_candidate, nvrtc_version
@@ -43,6 +44,7 @@ from harness_tools.run.scratch import scratch_dir
 from harness_tools.run.statistics import Interval, score_interval
 from harness_tools.run.timing import TimingPlan, TimingStats, geomean
 from harness_tools.task.candidate import Candidate
+from harness_tools.task.checking_rules import mismatch_budget
 from harness_tools.task.dtypes import as_dtype
 from harness_tools.task.expressions import evaluate_expression
 from harness_tools.task.spec import Case, Task
@@ -294,9 +296,13 @@ class _CaseRunner:
             run.outputs = {}
             return result
         run.outputs = {b.name: run.outputs[b.name] for b in spec.outputs}
+        written: dict[str, np.ndarray] = {}  # kept for the task's custom check only
         for buf in spec.outputs:
             got = as_dtype(_load_output(handles[buf.name]), buf.dtype)
-            result.outputs.append(compare(buf.name, got, expected[buf.name], spec.tolerance_for(buf.dtype), case.sizes))
+            result.outputs.append(compare(buf.name, got, expected[buf.name], spec.tolerance_for(buf.dtype), case.sizes,
+                                          mismatch_budget(buf, case.sizes)))
+            if spec.check:
+                written[buf.name] = got
         self.overhead.compare_ms += (time.perf_counter() - t0) * 1e3
         result.max_abs_err = max(o.max_abs_err for o in result.outputs)
         result.max_rel_err = max(o.max_rel_err for o in result.outputs)
@@ -307,15 +313,20 @@ class _CaseRunner:
                      f"modified input {', '.join(run.modified_inputs)}" if run.modified_inputs else ""]
             result.message = "; ".join(p for p in parts if p)
             return result
+        check = spec.check  # after the comparison: both must pass, or the check alone decides (replaces_tolerance)
         bad = [o for o in result.outputs if not o.passed]
-        if bad:
-            o = bad[0]
-            m = o.first_mismatch
-            result.status = "mismatch"
-            result.message = (f"{o.buffer}: {o.mismatches}/{o.elements} elements outside tolerance "
-                              f"(atol={o.atol:g}, rtol={o.rtol:g}); first at {m.index}: got {m.got!r}, "
-                              f"expected {m.expected!r}" if m else f"{o.buffer}: mismatch")
+        if bad and not (check and check.replaces_tolerance):
+            result.status, result.message = "mismatch", mismatch_message(bad[0])
             return result
+        if check:
+            t1 = time.perf_counter()
+            failure = custom_check_failure(self.task, case, written, expected, self.input_files)
+            self.overhead.compare_ms += (time.perf_counter() - t1) * 1e3
+            if check.replaces_tolerance:
+                result.outputs = judged_by_check(result.outputs, failure is None)
+            if failure is not None:
+                result.status, result.message = "mismatch", f"custom check: {failure}"
+                return result
         result.status, result.passed = "passed", True
         if run.timing:
             result.timing, result.median_ms = run.timing, run.timing.median_ms

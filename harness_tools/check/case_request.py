@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from harness_tools.backends.contract import ArgSpec, CaseRequest, Placement
+from harness_tools.check.generated_inputs import generated_inputs
 from harness_tools.check.inputs import draw_inputs, scalar_arguments, stored_inputs
 from harness_tools.run.scratch import CACHE as INPUT_FILES
 from harness_tools.run.timing import TimingPlan
@@ -43,12 +44,15 @@ def placement_for(role: str) -> Placement:
 
 
 def case_inputs(task: Task, case: Case, seed: int) -> tuple[dict[str, np.ndarray], dict[str, Path]]:
-    """(arrays, files) of a case's inputs for ``seed`` (or the task's stored ones), saved once per spec/case/seed."""
+    """(arrays, files) of a case's inputs for ``seed`` (the task's stored ones, or built by its generator: ``inputs``),
+    saved once per spec/case/seed."""
     digest = hashlib.sha256(task.spec.model_dump_json().encode()).hexdigest()
 
     def draw() -> dict[str, np.ndarray]:
         stored = stored_inputs(task, case)
-        return stored if stored is not None else draw_inputs(task.spec, case, seed)
+        if stored is not None:
+            return stored
+        return generated_inputs(task, case, seed) if task.spec.inputs else draw_inputs(task.spec, case, seed)
     arrays, files = INPUT_FILES.get((str(task.folder), digest, case.name, seed), draw)
     dtypes = {b.name: b.dtype for b in task.spec.buffers}
     return {name: as_dtype(arr, dtypes[name]) for name, arr in arrays.items()}, files  # cached files say |V2 for bf16

@@ -4,6 +4,10 @@ An element passes when ``|out - ref| <= atol + rtol * |ref|``. Non-finite values
 doubt: NaN or ±Inf where the reference is finite always fails (a NaN means an element was never
 written, since outputs start poisoned), and where the reference itself is non-finite the output must
 match it exactly (NaN for NaN, the same infinity).
+
+An output passes when at most ``max_mismatches`` of its elements are outside tolerance (the buffer's
+mismatch budget, default 0: for 0/1 or integer outputs where a few ties may go either way) and none of them
+is NaN or ±Inf where the reference is finite: no budget lets an unwritten element through.
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from harness_tools.task.expressions import evaluate_expression
 from harness_tools.task.spec import Tolerance
@@ -37,6 +42,11 @@ class OutputComparison(BaseModel):
     first_mismatch: Mismatch | None = None
     atol: float
     rtol: float
+    max_mismatches: int = Field(0, description="elements that may be outside tolerance (none of them NaN or Inf "
+                                               "where the reference is finite)")
+    judged_by: Literal["tolerance", "check"] = Field(
+        "tolerance", description="what decided `passed`: the element-wise comparison, or the task's custom check "
+                                 "(check.replaces_tolerance; the statistics are still the comparison's)")
 
 
 CHUNK = 1 << 20  # elements per pass: keeps the float64 temporaries in cache
@@ -44,7 +54,11 @@ WORKERS = max(1, min(8, os.cpu_count() or 1))
 
 
 def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: Tolerance,
-            sizes: dict[str, int]) -> OutputComparison:
+            sizes: dict[str, int], max_mismatches: int = 0) -> OutputComparison:
+    """Element-wise comparison of one output; it passes with at most ``max_mismatches`` elements outside
+    tolerance and no NaN or Inf where the reference is finite."""
+    if max_mismatches < 0:
+        raise ValueError(f"{buffer}: max_mismatches {max_mismatches} is negative")
     if output.shape != reference.shape:
         raise ValueError(f"{buffer}: output shape {output.shape} differs from reference shape {reference.shape}")
     atol = float(evaluate_expression(tolerance.atol, sizes))
@@ -66,10 +80,20 @@ def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: T
         first = Mismatch(index=[int(x) for x in np.unravel_index(i, output.shape)], flat_index=i,
                          got=float(got_all[i]), expected=float(ref_all[i]))
     return OutputComparison(
-        buffer=buffer, passed=acc.mismatches == 0, elements=int(ref_all.size), mismatches=acc.mismatches,
-        max_abs_err=acc.max_abs, max_rel_err=acc.max_rel, nonfinite=acc.nonfinite, first_mismatch=first,
-        atol=atol, rtol=rtol,
+        buffer=buffer, passed=acc.mismatches <= max_mismatches and acc.nonfinite == 0, elements=int(ref_all.size),
+        mismatches=acc.mismatches, max_abs_err=acc.max_abs, max_rel_err=acc.max_rel, nonfinite=acc.nonfinite,
+        first_mismatch=first, atol=atol, rtol=rtol, max_mismatches=max_mismatches,
     )
+
+
+def mismatch_message(o: OutputComparison) -> str:
+    """One line on a failed comparison: how many elements, the budget, the tolerance, the first bad element."""
+    budget = f"budget {o.max_mismatches}; " if o.max_mismatches else ""
+    text = f"{o.buffer}: {o.mismatches}/{o.elements} elements outside tolerance ({budget}atol={o.atol:g}, rtol={o.rtol:g})"
+    if o.nonfinite and o.mismatches <= o.max_mismatches:
+        text += f"; {o.nonfinite} of them NaN or Inf where the reference is finite, which no budget lets pass"
+    m = o.first_mismatch
+    return f"{text}; first at {m.index}: got {m.got!r}, expected {m.expected!r}" if m else f"{o.buffer}: mismatch"
 
 
 def _split(starts: list[int], parts: int) -> list[list[int]]:
@@ -139,7 +163,7 @@ def _chunk_errors(got: np.ndarray, ref: np.ndarray, atol: float, rtol: float, sc
     np.logical_and(ref_finite, got_finite, out=got_finite)  # both finite
     np.abs(ref, out=aux)
     np.maximum(aux, np.finfo(np.float64).tiny, out=aux)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         np.divide(err, aux, out=aux)
     if got_finite.all():
         return bad, float(err.max()), float(aux.max()), 0

@@ -1,7 +1,9 @@
 """Seeded inputs, poisoned outputs and canary tails (DESIGN.md §4).
 
 * Every evaluation draws fresh inputs from a recorded seed, so any result can be replayed exactly.
-  Each buffer's stream is keyed by (seed, case name, buffer name): one case never shifts another.
+  Each buffer's stream is keyed by (seed, case name, buffer name): one case never shifts another. A task
+  whose inputs have structure (sorted keys, a polygon, a sparse matrix) builds them itself instead:
+  :mod:`harness_tools.check.generated_inputs`.
 * Outputs are prefilled with the byte 0xFF (a NaN for every float width, -1/max for integers) before every
   launch unless the task declares an initial value (e.g. 0 for an atomic accumulator).
 * The backends surround every buffer with a tail pattern (:mod:`harness_tools.backends.contract`: NaN for
@@ -24,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from harness_tools.backends.contract import TAIL_BYTES
+from harness_tools.task.dtypes import HALF_TYPES, as_dtype, is_float, numpy_dtype
 from harness_tools.task.expressions import evaluate_expression
 from harness_tools.task.spec import (
     BufferParam,
@@ -34,9 +37,9 @@ from harness_tools.task.spec import (
     StoredReference,
     Task,
     TaskSpec,
+    TorchReference,
     buffer_bytes,
 )
-from harness_tools.task.dtypes import HALF_TYPES, as_dtype, is_float, numpy_dtype
 
 
 class CaseFootprint(NamedTuple):
@@ -54,16 +57,19 @@ def case_footprint(spec: TaskSpec, case: Case, buffers_in_host_memory: bool) -> 
     Host memory, per buffer of n bytes and e elements: an input is drawn (n; bfloat16 and float16 are drawn in
     float64 first, +8e), saved to a file that usually lives in memory on /dev/shm (n) and, for a NumPy reference,
     upcast to float64 (8e); an output is downloaded to such a file (n) and compared with a float64
-    expected array (8e; a NumPy reference's own result, +8e). Where the backend keeps buffers in host memory
-    (the cpu backend's worker), every buffer counts there too."""
-    numpy_ref = isinstance(spec.reference, NumpyReference)
+    expected array (8e; a NumPy reference's own result, +8e). A torch reference counts as a NumPy one; inputs
+    from the task's generator count a float64 array each as it returns them (+8e). Where the backend keeps
+    buffers in host memory (the cpu backend's worker), every buffer counts there too."""
+    numpy_ref = isinstance(spec.reference, (NumpyReference, TorchReference))
+    generated = spec.inputs is not None
     buffers = host = 0
     for buf in spec.buffers:
         n = buffer_bytes(buf, spec.shape_of(buf, case.sizes))
         e = n // numpy_dtype(buf.dtype).itemsize
         buffers += n + TAIL_BYTES
         if buf.role != "out":
-            host += 2 * n + (8 * e if buf.dtype in HALF_TYPES else 0) + (8 * e if numpy_ref else 0)
+            host += (2 * n + (8 * e if buf.dtype in HALF_TYPES or generated else 0)
+                     + (8 * e if numpy_ref else 0))
         if buf.role != "in":
             host += n + 8 * e + (8 * e if numpy_ref else 0)
     if buffers_in_host_memory:

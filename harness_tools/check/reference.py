@@ -1,18 +1,19 @@
-"""The oracle: expected outputs for one case, from a NumPy function, a reference kernel or stored arrays.
+"""The oracle: expected outputs for one case, from a NumPy or torch function, a reference kernel or stored arrays.
 
-NumPy references get every input upcast to float64 (ints to int64) and return float64 outputs.
-A reference kernel is compiled and run by the same engine as the candidate. Stored references come
-with their own fixed inputs. Results are cached per (task, reference, case, seed), bounded in bytes,
-so repeated evaluations on one seed do not recompute an expensive oracle.
+NumPy references get every input upcast to float64 (ints to int64) and return float64 outputs; torch
+references get the same values as CPU tensors (:mod:`harness_tools.check.torch_reference`; torch is an
+optional extra, imported only when one runs). Either function is read from the task folder on first use
+(:mod:`harness_tools.check.task_functions`). A reference kernel is compiled and run by the same engine as the
+candidate. Stored references come with their own fixed inputs. Results are cached per (task, reference, case,
+seed), bounded in bytes, so repeated evaluations on one seed do not recompute an expensive oracle.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -20,11 +21,13 @@ from harness_tools.backends import ExecutionBackend
 from harness_tools.backends.contract import ArgSpec
 from harness_tools.check.case_request import case_request
 from harness_tools.check.inputs import reference_inputs
+from harness_tools.check.task_functions import call_task_function
+from harness_tools.check.torch_reference import run_torch
 from harness_tools.compile import compile_candidate
 from harness_tools.errors import TaskSpecError
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.dtypes import as_dtype
-from harness_tools.task.spec import Case, KernelReference, NumpyReference, StoredReference, Task
+from harness_tools.task.spec import Case, KernelReference, NumpyReference, StoredReference, Task, TorchReference
 
 CACHE_BYTES = 2 << 30
 
@@ -70,26 +73,36 @@ def expected_outputs(task: Task, case: Case, seed: int, inputs: dict[str, np.nda
         outputs = {b.name: as_dtype(np.load(folder / f"{b.name}.npy"), b.dtype).astype(np.float64)
                    for b in task.spec.outputs}
     elif isinstance(ref, NumpyReference):
-        outputs = _run_numpy(task, ref, case, inputs)
+        returned = call_task_function(task, ref.file, ref.function, "reference.function",
+                                      reference_inputs(task.spec, case, inputs), dict(case.sizes))
+        outputs = _checked_outputs(task, ref, case, returned)
+    elif isinstance(ref, TorchReference):
+        outputs = _checked_outputs(task, ref, case, run_torch(task, ref, case, inputs))
     else:
         outputs = _run_kernel(task, ref, case, backend, args, scratch, arch, timeout_s)
     CACHE.put(key, outputs)
     return outputs
 
 
-def _run_numpy(task: Task, ref: NumpyReference, case: Case, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _checked_outputs(task: Task, ref: NumpyReference | TorchReference, case: Case, returned: object) -> dict[str, np.ndarray]:
+    """A Python reference's result as float64 arrays: a dict holding every output in the spec's shape."""
     where = str(task.folder / ref.file)
-    returned = _numpy_function(task, ref)(reference_inputs(task.spec, case, inputs), dict(case.sizes))
     if not isinstance(returned, dict):
-        raise TaskSpecError(where, ref.function, f"must return a dict of arrays, returned {type(returned).__name__}")
+        raise TaskSpecError(where, "reference.function", f"{ref.function}() must return a dict of arrays, returned "
+                                                         f"{type(returned).__name__}")
     outputs = {}
     for buf in task.spec.outputs:
         if buf.name not in returned:
-            raise TaskSpecError(where, ref.function, f"did not return output {buf.name!r}")
-        arr = np.asarray(returned[buf.name], dtype=np.float64)
+            raise TaskSpecError(where, "reference.function", f"{ref.function}() did not return output {buf.name!r}")
+        try:
+            arr = np.asarray(returned[buf.name], dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TaskSpecError(where, "reference.function", f"{ref.function}() returned {buf.name} that is not an array "
+                                                             f"of numbers: {exc}") from None
         shape = task.spec.shape_of(buf, case.sizes)
         if arr.shape != shape:
-            raise TaskSpecError(where, ref.function, f"returned {buf.name} with shape {arr.shape}, expected {shape}")
+            raise TaskSpecError(where, "reference.function", f"{ref.function}() returned {buf.name} with shape "
+                                                             f"{arr.shape}, expected {shape}")
         outputs[buf.name] = arr
     return outputs
 
@@ -108,24 +121,3 @@ def _run_kernel(task: Task, ref: KernelReference, case: Case, backend: Execution
         raise TaskSpecError(where, "reference", f"reference kernel failed on case {case.name}: {problem}")
     dtypes = {b.name: b.dtype for b in task.spec.outputs}
     return {name: as_dtype(np.load(path), dtypes[name]).astype(np.float64) for name, path in run.outputs.items()}
-
-
-_FUNCTIONS: dict[tuple[str, str, int], Callable] = {}
-
-
-def _numpy_function(task: Task, ref: NumpyReference) -> Callable:
-    """Import ``reference.py`` from the task folder (it is Python: local task folders only)."""
-    path = task.folder / ref.file
-    key = (str(path), ref.function, path.stat().st_mtime_ns)
-    if key not in _FUNCTIONS:
-        module_spec = importlib.util.spec_from_file_location(f"cudaopt_reference_{task.name}", path)
-        module = importlib.util.module_from_spec(module_spec)
-        try:
-            module_spec.loader.exec_module(module)
-        except Exception as exc:
-            raise TaskSpecError(str(path), "-", f"cannot import: {type(exc).__name__}: {exc}") from None
-        fn = getattr(module, ref.function, None)
-        if not callable(fn):
-            raise TaskSpecError(str(path), "reference.function", f"no function {ref.function!r} in {ref.file}")
-        _FUNCTIONS[key] = fn
-    return _FUNCTIONS[key]
