@@ -43,7 +43,7 @@ from harness_tools.run import cancellation
 from harness_tools.run.scratch import scratch_dir
 from harness_tools.run.statistics import Interval, score_interval
 from harness_tools.run.timing import TimingPlan, TimingStats, geomean
-from harness_tools.task.candidate import Candidate
+from harness_tools.task.candidate import Candidate, for_case
 from harness_tools.task.checking_rules import mismatch_budget
 from harness_tools.task.dtypes import as_dtype
 from harness_tools.task.expressions import evaluate_expression
@@ -127,13 +127,19 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
     cases = task.spec.cases_for(config.roles, backend.name)
     check_memory(task, cases, backend.name, device)
     env = Environment(device=device, nvrtc_version=nvrtc_version())
-    compiled = compile_candidate(candidate, device.arch, timeout_s=compile_budget(deadline - time.perf_counter()))
+    try:  # with per-case size_defines, this compile is the first case's; the others follow per case (cached)
+        first = for_case(candidate, task, (cases[0] if cases else task.spec.cases[0]).sizes)
+    except CandidateError as exc:
+        first, clash = candidate, str(exc)
+    else:
+        clash = None
+    compiled = compile_candidate(first, device.arch, timeout_s=compile_budget(deadline - time.perf_counter()))
     overhead.compile_ms = compiled.compile_ms if not compiled.cached else 0.0
     result = EvaluationResult(task=task.name, backend=backend.name, seed=seed, candidate=candidate.digest(),
                               compile=compiled, correct=False, environment=env, overhead=overhead)
-    mismatch = parameter_problem(task.spec, compiled.param_sizes) if compiled.ok else None
-    if not compiled.ok or mismatch:  # nothing runs; a kernel with the wrong parameters would give meaningless results
-        result.failure = (f"signature: {mismatch}" if mismatch
+    mismatch = parameter_problem(task.spec, compiled, candidate) if compiled.ok else None
+    if clash or not compiled.ok or mismatch:  # nothing runs; a kernel with the wrong parameters means nothing
+        result.failure = (f"defines: {clash}" if clash else f"signature: {mismatch}" if mismatch
                           else f"compile {compiled.status}: " + _first_line(compiled.log, "error"))
         if not compiled.ok and time.perf_counter() >= deadline:
             result.failure += f" (the evaluation's budget of {config.timeout_s:g} s, timeout_s, was spent compiling)"
@@ -224,7 +230,9 @@ class _CaseRunner:
                 "case started; give a larger timeout_s or fewer cases (roles)")
             return base
         try:
-            grid, block, shared = candidate.launch_dims(case.sizes, self.max_shared)
+            candidate = for_case(candidate, self.task, case.sizes)
+            candidate.launch_plan(case.sizes, self.max_shared)  # before any input is drawn
+            compiled = self._compiled(candidate, case)
         except CandidateError as exc:
             base.status, base.message = "run_error", str(exc)
             self.any_failed = True
@@ -242,8 +250,13 @@ class _CaseRunner:
         self.overhead.reference_ms += (t2 - t1) * 1e3
         timing = self.config.timing if case.role == "performance" and not self.any_failed else None
         timing = timing if timing is not None and timing.reps > 0 else None
-        request = case_request(candidate, self.compiled.cubin, (grid, block, shared), args, case_dir / "out", timing,
-                               placement_for(case.role))
+        try:
+            request = case_request(candidate, compiled, case.sizes, args, case_dir / "out", timing,
+                                   placement_for(case.role), self.max_shared)
+        except CandidateError as exc:
+            base.status, base.message = "run_error", str(exc)
+            self.any_failed = True
+            return base
         run = self.backend.run_case(request, max(self._left(), MIN_CASE_S))
         self.overhead.load_ms += run.load_ms
         self.overhead.validate_ms += run.run_ms
@@ -264,6 +277,20 @@ class _CaseRunner:
 
     def _left(self) -> float:
         return self.deadline - time.perf_counter()
+
+    def _compiled(self, candidate: Candidate, case: Case) -> CompileResult:
+        """The compile for this case: the evaluation's own unless per-case size_defines change the source's
+        defines (compiled once per distinct set; a failure fails the case with NVRTC's first error)."""
+        if not self.task.spec.size_defines:
+            return self.compiled
+        compiled = compile_candidate(candidate, self.compiled.arch, timeout_s=compile_budget(self._left()))
+        if not compiled.cached:
+            self.overhead.compile_ms += compiled.compile_ms
+        if not compiled.ok:
+            defines = ", ".join(f"{k}={candidate.defines[k]}" for k in self.task.spec.size_defines)
+            raise CandidateError(f"compile {compiled.status} with this case's defines ({defines}): "
+                                 + _first_line(compiled.log, "error"))
+        return compiled
 
     def _race_check(self, request: CaseRequest, result: CaseResult) -> None:
         """A race fails the case; so does a check that could not run (race-freedom was asked for)."""

@@ -65,27 +65,38 @@ RunStatus = Literal["ok", "launch_error", "crashed", "timeout", "invalid_launch"
 
 
 class ArgSpec(BaseModel):
-    """One kernel argument, in signature order."""
+    """One buffer or scalar of a case: a task param, a scratch buffer, or a scalar computed for one launch."""
 
     name: str
     kind: Literal["buffer", "scalar"]
     dtype: str
     shape: list[int] = Field(default_factory=list)
-    role: Literal["in", "out", "inout"] | None = None
+    role: Literal["in", "out", "inout", "scratch"] | None = Field(
+        None, description="scratch: the program's own buffer (poisoned or `initial`, checked around, never compared)")
     initial: float | None = None
     input_file: str | None = Field(None, description=".npy holding the input data (in/inout buffers)")
     value: int | float | None = None
+    constant: str | None = Field(None, description="the __constant__ symbol this input fills (then no launch passes it)")
+
+
+class KernelLaunch(BaseModel):
+    """One launch of a sequence: which kernel, its configuration, and its arguments as indices into ``args``."""
+
+    kernel_name: str = Field(description="as written: a name or C++ name expression (source-level backends call it)")
+    symbol: str = Field(description="the entry point in the cubin (the lowered name of a name expression)")
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int = 0
+    args: list[int] = Field(description="indices into CaseRequest.args, in the kernel's parameter order")
 
 
 class CaseRequest(BaseModel):
-    kernel_name: str
     cubin: bytes = Field(b"", description="for GPU backends: the NVRTC cubin")
     source: str = Field("", description="for source-level backends (cpu): the include-guarded source")
     defines: dict[str, str] = Field(default_factory=dict)
     options: list[str] = Field(default_factory=list, description="the candidate's extra NVRTC options")
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared_mem: int = 0
+    launches: list[KernelLaunch] = Field(min_length=1, description="launched in order on one stream; checked after "
+                                                                   "the last, timed as one unit")
     args: list[ArgSpec]
     output_dir: str
     timing: TimingPlan | None = None

@@ -125,11 +125,13 @@ def _units(spec: TaskSpec) -> list[tuple[list[str], int]]:
 def tile_sizes(spec: TaskSpec) -> list[int]:
     """Values that look like tile sizes, ascending (see the module docstring)."""
     values = set(DEFAULT_TILES)
+    programs = [spec.baseline] + ([spec.tunables] if spec.tunables else [])
     if spec.tunables:
         values.update(v for vals in spec.tunables.params.values() for v in vals)
-        values.update(v for v in spec.tunables.launch.block if isinstance(v, int))
     values.update(v for v in spec.baseline.defines.values() if isinstance(v, int))
-    values.update(v for v in spec.baseline.launch.block if isinstance(v, int))
+    for program in programs:
+        for launch in [program.launch] if program.launch else program.launches or []:
+            values.update(v for v in launch.block if isinstance(v, int))
     low, high = TILE_RANGE
     return sorted(v for v in values if isinstance(v, int) and not isinstance(v, bool) and low <= v <= high)
 

@@ -24,8 +24,8 @@ from harness_tools.check.inputs import reference_inputs
 from harness_tools.check.task_functions import call_task_function
 from harness_tools.check.torch_reference import run_torch
 from harness_tools.compile import compile_candidate
-from harness_tools.errors import TaskSpecError
-from harness_tools.task.candidate import Candidate
+from harness_tools.errors import CandidateError, TaskSpecError
+from harness_tools.task.candidate import Candidate, for_case
 from harness_tools.task.dtypes import as_dtype
 from harness_tools.task.spec import Case, KernelReference, NumpyReference, StoredReference, Task, TorchReference
 
@@ -111,10 +111,14 @@ def _run_kernel(task: Task, ref: KernelReference, case: Case, backend: Execution
                 scratch: Path, arch: str, timeout_s: float) -> dict[str, np.ndarray]:
     where = str(task.folder / ref.source)
     cand = Candidate(source=task.read(ref.source), kernel_name=ref.kernel, launch=ref.launch, defines=dict(ref.defines))
+    try:
+        cand = for_case(cand, task, case.sizes)
+    except CandidateError as exc:
+        raise TaskSpecError(where, "reference.defines", str(exc)) from None
     compiled = compile_candidate(cand, arch)
     if not compiled.ok:
         raise TaskSpecError(where, "reference", f"reference kernel does not compile:\n{compiled.log}")
-    request = case_request(cand, compiled.cubin, cand.launch_dims(case.sizes), args, scratch / "reference")
+    request = case_request(cand, compiled, case.sizes, args, scratch / "reference")
     run = backend.run_case(request, timeout_s)
     if run.status != "ok" or run.overruns or run.modified_inputs:
         problem = run.message or f"overran {run.overruns}, modified {run.modified_inputs}"

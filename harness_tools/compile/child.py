@@ -42,7 +42,7 @@ class NvrtcExecutor:
         return {"nvrtc": self.version}
 
     def compile(self, payload: dict) -> dict:
-        result = run_nvrtc(payload["source"], payload["options"], payload["arch"], payload["kernel"],
+        result = run_nvrtc(payload["source"], payload["options"], payload["arch"], payload["kernels"],
                             payload["version"])
         if not result.ok and "out of memory" in result.full_log.lower():
             note = (f"\nNVRTC ran out of memory: this compile may use at most {MEMORY_MB} MiB "

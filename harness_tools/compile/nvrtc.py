@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from harness_tools.compile.cubin import read_cubin
 from harness_tools.compile.headers import HEADERS
 from harness_tools.errors import CompilerUnavailable
+from harness_tools.task.launches import is_plain_name
 
 PROGRAM_NAME = "kernel.cu"
 # NVRTC 13.0 leaves the log (ptxas -v included) empty for a source without any #include: start every
@@ -53,6 +54,10 @@ class CompileResult(BaseModel):
     resources: ResourceUsage | None = None
     entries: list[str] = Field(default_factory=list, description="kernel entry points in the cubin")
     param_sizes: list[int] | None = Field(None, description="bytes per kernel parameter, from the cubin")
+    kernel_param_sizes: dict[str, list[int] | None] = Field(
+        default_factory=dict, description="bytes per parameter of every kernel the program launches")
+    lowered_names: dict[str, str] = Field(default_factory=dict, description="each launched kernel's entry symbol "
+                                          "(name expressions lowered by NVRTC; a plain name is its own)")
     full_log: str = Field("", exclude=True)
     cubin: bytes | None = Field(None, exclude=True, repr=False)
 
@@ -63,16 +68,22 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
-def run_nvrtc(source: str, options: list[str], arch: str, kernel: str, version: str) -> CompileResult:
+def run_nvrtc(source: str, options: list[str], arch: str, kernels: list[str], version: str) -> CompileResult:
+    """Compile ``source``; ``kernels`` are the names (or C++ name expressions, e.g. ``gemm<128, 64>``) launched:
+    name expressions are instantiated and lowered by NVRTC, and every one must be an entry point of the cubin."""
     nvrtc = _nvrtc()
     headers = {**HEADERS, _PRELUDE_HEADER: "#pragma once\n"}
     names = [n.encode() for n in headers]
     bodies = [headers[n].encode() for n in headers]
+    expressions = [k for k in kernels if not is_plain_name(k)]
     start = time.perf_counter()
     program = (_PRELUDE + source).encode()
     err, prog = nvrtc.nvrtcCreateProgram(program, PROGRAM_NAME.encode(), len(names), bodies, names)
     _check(nvrtc, err, "nvrtcCreateProgram")
+    lowered = {k: k for k in kernels if is_plain_name(k)}
     try:
+        for expression in expressions:
+            _check(nvrtc, nvrtc.nvrtcAddNameExpression(prog, expression.encode())[0], "nvrtcAddNameExpression")
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(options), [o.encode() for o in options])
         elapsed_ms = (time.perf_counter() - start) * 1e3
         raw_log = _program_log(nvrtc, prog)
@@ -83,23 +94,34 @@ def run_nvrtc(source: str, options: list[str], arch: str, kernel: str, version: 
             cubin = bytes(size)
             (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
             _check(nvrtc, err, "nvrtcGetCUBIN")
+            for expression in expressions:
+                err, name = nvrtc.nvrtcGetLoweredName(prog, expression.encode())
+                if err == nvrtc.nvrtcResult.NVRTC_SUCCESS:
+                    lowered[expression] = name.decode() if isinstance(name, bytes) else str(name)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     log = filter_log(raw_log)
     facts = read_cubin(cubin) if cubin is not None else None
     entries = sorted(facts.kernels) if facts else re.findall(r"Compiling entry function '([^']+)'", raw_log)
     ok = cubin is not None
-    if ok and kernel not in entries:
+    missing = [k for k in kernels if lowered.get(k) not in entries]
+    if ok and missing:
         ok = False
-        log += (f"\nkernel {kernel!r} is not an entry point of this source (entries: {entries}); declare it "
-                f"extern \"C\" __global__ so its name is not mangled")
+        log += "".join(f"\nkernel {k!r} is not an entry point of this source (entries: {entries}); " + (
+            "declare it extern \"C\" __global__ so its name is not mangled, or launch it by a name expression "
+            "such as 'ns::name<args>'" if is_plain_name(k) else "the name expression must name a __global__ "
+            "function template instantiable with these arguments") for k in missing)
     capped, truncated = cap_log(log)
+    main = lowered.get(kernels[0], kernels[0])
+    sizes = {k: facts.kernels[lowered[k]].param_sizes for k in kernels
+             if ok and facts and lowered.get(k) in facts.kernels}
     return CompileResult(
-        ok=ok, status="ok" if ok else "error", arch=arch, kernel_name=kernel, log=capped, log_truncated=truncated,
+        ok=ok, status="ok" if ok else "error", arch=arch, kernel_name=kernels[0], log=capped, log_truncated=truncated,
         full_log=log, compile_ms=round(elapsed_ms, 3), nvrtc_version=version,
-        resources=_resources(raw_log, kernel, facts),
+        resources=_resources(raw_log, main, facts),
         entries=entries, cubin=cubin if ok else None,
-        param_sizes=facts.kernels[kernel].param_sizes if ok and facts and kernel in facts.kernels else None,
+        param_sizes=sizes.get(kernels[0]), kernel_param_sizes=sizes,
+        lowered_names={k: v for k, v in lowered.items() if ok},
     )
 
 
@@ -113,7 +135,8 @@ def filter_log(raw: str) -> str:
     "detected during ..."). Lines split at LF only: a CR, form feed or other break inside a quoted line
     of another file must not start a forged ``kernel.cu(1):`` line.
     """
-    kept_start = re.compile(rf"{re.escape(PROGRAM_NAME)}\([0-9]+\): |ptxas[ \t]|"
+    # __nv_name_map: NVRTC's diagnostics of the program's own name expressions (they quote only the expression)
+    kept_start = re.compile(rf"{re.escape(PROGRAM_NAME)}\([0-9]+\): |__nv_name_map\([0-9]+\): |ptxas[ \t]|"
                             rf"At end of source: |Remark: The warnings can be suppressed |"
                             rf"[0-9]+ errors? detected in the compilation of \"{re.escape(PROGRAM_NAME)}\"\.$")
     kept: list[str] = []

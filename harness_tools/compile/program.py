@@ -36,12 +36,13 @@ def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None =
         return CompileResult(ok=False, status="refused", arch=arch, kernel_name=candidate.kernel_name,
                              log=cap_log(log)[0], full_log=log, compile_ms=0.0, nvrtc_version=version)
     options = _options(candidate, arch, verdict.source)
-    key = hashlib.sha256("\0".join([version, arch, candidate.kernel_name, verdict.source, *options]).encode()).hexdigest()
+    kernels = candidate.kernel_names()
+    key = hashlib.sha256("\0".join([version, arch, *kernels, "", verdict.source, *options]).encode()).hexdigest()
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
     if hit is not None:
         return hit.model_copy(update={"cached": True})
-    result, cacheable = _run_isolated(verdict.source, options, arch, candidate.kernel_name, version, timeout_s)
+    result, cacheable = _run_isolated(verdict.source, options, arch, kernels, version, timeout_s)
     if not cacheable:  # the compiler was killed or crashed: another try may behave differently
         return result
     with _CACHE_LOCK:
@@ -51,12 +52,12 @@ def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None =
     return result
 
 
-def _run_isolated(source: str, options: list[str], arch: str, kernel: str, version: str,
+def _run_isolated(source: str, options: list[str], arch: str, kernels: list[str], version: str,
                   timeout_s: float | None) -> tuple[CompileResult, bool]:
-    payload = {"source": source, "options": options, "arch": arch, "kernel": kernel, "version": version}
+    payload = {"source": source, "options": options, "arch": arch, "kernels": kernels, "version": version}
     raw, failure = SERVICE.compile(payload, timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
     if failure is not None:
-        return CompileResult(ok=False, status="error", arch=arch, kernel_name=kernel, log=failure, full_log=failure,
+        return CompileResult(ok=False, status="error", arch=arch, kernel_name=kernels[0], log=failure, full_log=failure,
                              compile_ms=0.0, nvrtc_version=version), False
     return CompileResult.model_validate(raw), True
 

@@ -25,7 +25,7 @@ from harness_tools.run import jail
 from harness_tools.run.jail import JailSpec, Limits
 from harness_tools.run.scratch import inputs_root
 from harness_tools.run.timing import TimingPlan
-from harness_tools.task.candidate import Candidate
+from harness_tools.task.candidate import Candidate, for_case
 from harness_tools.task.spec import Case, Task
 
 TOOL_DIRS = ("/usr/local/cuda/bin", "/opt/nvidia/nsight-compute")
@@ -73,15 +73,19 @@ def build_request(task: Task, candidate: Candidate, case: Case, arch: str, seed:
     the case's inputs for ``seed``."""
     if not {"-lineinfo", "--generate-line-info"} & set(candidate.options):
         candidate = candidate.model_copy(update={"options": [*candidate.options, "-lineinfo"]})
+    try:
+        candidate = for_case(candidate, task, case.sizes)
+        candidate.launch_plan(case.sizes)
+    except CandidateError as exc:
+        raise LaunchPrepError(str(exc)) from None
     compiled = compile_candidate(candidate, arch)
     if not compiled.ok:
         raise LaunchPrepError(f"the candidate does not compile: {compiled.log.strip().splitlines()[0] if compiled.log else ''}")
+    _, files = case_inputs(task, case, seed)
     try:
-        launch = candidate.launch_dims(case.sizes)
+        return case_request(candidate, compiled, case.sizes, case_arguments(task, case, files), output_dir, timing)
     except CandidateError as exc:
         raise LaunchPrepError(str(exc)) from None
-    _, files = case_inputs(task, case, seed)
-    return case_request(candidate, compiled.cubin, launch, case_arguments(task, case, files), output_dir, timing)
 
 
 def prepare_request(task: Task, candidate: Candidate, case: Case, arch: str, seed: int, folder: Path,

@@ -25,6 +25,7 @@ from harness_tools.inspect.ncu_summary import Ceilings, ProfileSummary, summariz
 from harness_tools.run.timing import TimingPlan
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.expressions import evaluate_expression
+from harness_tools.task.launches import base_name
 from harness_tools.task.spec import Task
 
 WARM_LAUNCHES = 3  # skipped before the profiled one: the checked launch, then warm-ups
@@ -69,7 +70,9 @@ def profile_candidate(task: Task, candidate: Candidate, arch: str, folder: Path,
     request = prepare_request(task, candidate, case, arch, seed, folder,
                               TimingPlan(warmup=WARM_LAUNCHES - 1, reps=1, flush_l2=True))
     report = folder / "profile"
-    command = [ncu, "--target-processes", "all", "--kernel-name", candidate.kernel_name, "--launch-skip",
+    kernel = candidate.steps()[0][0]  # a sequence is profiled at its first launch's kernel
+    # ncu matches the function's base name by default (no namespace, template or parameter list)
+    command = [ncu, "--target-processes", "all", "--kernel-name", base_name(kernel), "--launch-skip",
                str(WARM_LAUNCHES), "--launch-count", "1", "--clock-control", "none", "--set", "full", "--force-overwrite",
                "--export", str(report), *launcher_command(request)]
     run = run_wrapped(command, timeout_s, folder)
@@ -96,7 +99,9 @@ def profile_candidate(task: Task, candidate: Candidate, arch: str, folder: Path,
         return result
     result.report_file = "profile.ncu-rep"
     result.ncu_version = ncu_version(ncu)
-    result.message = f"profiled {candidate.kernel_name} on case {case.name} (launch {WARM_LAUNCHES + 1}, warm)"
+    sequence = (f"; the first kernel of a sequence of {len(candidate.steps())} launches"
+                if len(candidate.steps()) > 1 else "")
+    result.message = f"profiled {kernel} on case {case.name} (launch {WARM_LAUNCHES + 1}, warm{sequence})"
     return result
 
 

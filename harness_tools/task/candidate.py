@@ -8,14 +8,25 @@ checked against CUDA's limits before anything is allocated (:meth:`Candidate.lau
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness_tools.errors import CandidateError
-from harness_tools.task.expressions import Number, evaluate_int
+from harness_tools.task.expressions import Number, evaluate_expression, evaluate_int
 from harness_tools.task.include_guard import check_define_value
-from harness_tools.task.spec import MAX_DEFINES, MAX_NAME_CHARS, MAX_SOURCE_BYTES, Expr, KernelSource, LaunchSpec, Task
+from harness_tools.task.launches import (
+    MAX_LAUNCHES,
+    MAX_SCRATCH,
+    ArgRef,
+    KernelName,
+    KernelProgram,
+    LaunchSpec,
+    LaunchStep,
+    ScratchBuffer,
+)
+from harness_tools.task.spec import MAX_DEFINES, MAX_NAME_CHARS, MAX_SOURCE_BYTES, Expr, KernelSource, Task
 
 MAX_OPTIONS = 32
 # CUDA's launch limits (every architecture since sm_20; the per-kernel and per-device ones the worker checks)
@@ -37,10 +48,18 @@ class Candidate(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     source: str = Field(description="CUDA C++ source holding an extern \"C\" __global__ kernel")
-    kernel_name: str = Field(pattern=rf"^[A-Za-z_][A-Za-z0-9_]{{0,{MAX_NAME_CHARS - 1}}}$")
-    launch: LaunchSpec
+    kernel_name: KernelName = Field(description="the kernel launched by 'launch' and by steps naming no kernel: a name "
+                                                "or a C++ name expression such as 'gemm<128, 64>'")
+    launch: LaunchSpec | None = None
+    launches: list[LaunchStep] | None = Field(None, min_length=1, max_length=MAX_LAUNCHES)
+    scratch: list[ScratchBuffer] = Field(default_factory=list, max_length=MAX_SCRATCH)
     defines: dict[str, Expr] = Field(default_factory=dict)
     options: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _program(self) -> Candidate:
+        KernelProgram(launch=self.launch, launches=self.launches, scratch=self.scratch)  # the same rules as a task's
+        return self
 
     @field_validator("source", mode="before")
     @classmethod
@@ -89,8 +108,26 @@ class Candidate(BaseModel):
         return value
 
     def digest(self) -> str:
-        """Content hash: same source, defines, options and launch give the same id."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        """Content hash: same source, defines, options and launches give the same id (a one-launch candidate
+        hashes as it did before launch sequences existed, so stored runs keep their ids)."""
+        fields = self.model_dump(mode="json")
+        for name in ("launches", "scratch"):
+            if not fields[name]:
+                del fields[name]
+        if fields["launch"] is None:
+            del fields["launch"]
+        return hashlib.sha256(json.dumps(fields, separators=(",", ":")).encode()).hexdigest()[:16]
+
+    def steps(self) -> list[tuple[str, LaunchSpec, list[ArgRef] | None]]:
+        """(kernel name, launch, explicit arguments or None for the task's signature) of every launch, in order."""
+        if self.launches is None:
+            assert self.launch is not None  # the validator guarantees one of them
+            return [(self.kernel_name, self.launch, None)]
+        return [(s.kernel or self.kernel_name, s, s.args) for s in self.launches]
+
+    def kernel_names(self) -> list[str]:
+        """Every kernel the program launches, each once, in order of first launch."""
+        return list(dict.fromkeys(name for name, _, _ in self.steps()))
 
     def variables(self, sizes: dict[str, int]) -> dict[str, Number]:
         """Names visible to launch expressions: the case's sizes plus numeric defines."""
@@ -109,19 +146,29 @@ class Candidate(BaseModel):
         Every value is checked against CUDA's limits here, before anything is allocated: block x, y <= 1024,
         z <= 64 and at most 1024 threads; grid x < 2**31, y, z <= 65535; dynamic shared memory at most
         ``max_shared_bytes`` (the device's opt-in limit; default that of sm_90, 227 KiB)."""
+        return self.launch_plan(sizes, max_shared_bytes)[0][1]
+
+    def launch_plan(self, sizes: dict[str, int], max_shared_bytes: int | None = None,
+                    ) -> list[tuple[str, tuple[tuple[int, int, int], tuple[int, int, int], int]]]:
+        """(kernel name, (grid, block, dynamic shared bytes)) of every launch for one case; see launch_dims."""
         names = self.variables(sizes)
-        try:
-            grid = _dims(self.launch.grid, names)
-            block = _dims(self.launch.block, names)
-            shared = evaluate_int(self.launch.shared_mem, names)
-        except Exception as exc:  # ExpressionError or arithmetic: a malformed launch is the candidate's fault
-            raise CandidateError(f"launch configuration: {exc}") from None
-        if any(d <= 0 for d in grid + block) or shared < 0:
-            raise CandidateError(f"launch configuration grid={grid} block={block} shared={shared} is not positive")
-        problem = launch_problem(grid, block, shared, max_shared_bytes)
-        if problem:
-            raise CandidateError(f"launch configuration: {problem}")
-        return grid, block, shared
+        plan = []
+        for index, (kernel, launch, _) in enumerate(self.steps()):
+            where = f"launches.{index} ({kernel}): " if self.launches is not None else ""
+            try:
+                grid = _dims(launch.grid, names)
+                block = _dims(launch.block, names)
+                shared = evaluate_int(launch.shared_mem, names)
+            except Exception as exc:  # ExpressionError or arithmetic: a malformed launch is the candidate's fault
+                raise CandidateError(f"{where}launch configuration: {exc}") from None
+            if any(d <= 0 for d in grid + block) or shared < 0:
+                raise CandidateError(f"{where}launch configuration grid={grid} block={block} shared={shared} is not "
+                                     "positive")
+            problem = launch_problem(grid, block, shared, max_shared_bytes)
+            if problem:
+                raise CandidateError(f"{where}launch configuration: {problem}")
+            plan.append((kernel, (grid, block, shared)))
+        return plan
 
 
 def launch_problem(grid: tuple[int, int, int], block: tuple[int, int, int], shared: int,
@@ -149,12 +196,16 @@ def _dims(exprs: list[Expr], names: dict[str, Number]) -> tuple[int, int, int]:
     return values[0], values[1], values[2]
 
 
+def _program_fields(task: Task, program: KernelProgram) -> dict:
+    return {"kernel_name": program.kernel or task.spec.kernel_name, "launch": program.launch,
+            "launches": program.launches, "scratch": list(program.scratch)}
+
+
 def from_kernel_source(task: Task, kernel: KernelSource, source: str | None = None) -> Candidate:
     return Candidate(
         source=source if source is not None else task.read(kernel.source),
-        kernel_name=task.spec.kernel_name,
-        launch=kernel.launch,
         defines=dict(kernel.defines),
+        **_program_fields(task, kernel),
     )
 
 
@@ -175,6 +226,18 @@ def tuned(task: Task, config: dict[str, int]) -> Candidate:
     if missing:  # launch expressions and constraints may use any of them: a partial point is not a point of the space
         raise CandidateError(f"missing tunables {sorted(missing)}: give every one of {sorted(tun.params)} "
                              f"(values: {', '.join(f'{k} {v}' for k, v in tun.params.items())})")
-    return Candidate(
-        source=task.read(tun.source), kernel_name=task.spec.kernel_name, launch=tun.launch, defines=dict(config)
-    )
+    return Candidate(source=task.read(tun.source), defines=dict(config), **_program_fields(task, tun))
+
+
+def for_case(candidate: Candidate, task: Task, sizes: dict[str, int]) -> Candidate:
+    """``candidate`` with the task's per-case ``size_defines`` for these sizes added to its defines (compiled
+    once per distinct set of values); a candidate that sets one of them itself raises CandidateError."""
+    size_defines = task.spec.size_defines
+    if not size_defines:
+        return candidate
+    clash = sorted(set(size_defines) & set(candidate.defines))
+    if clash:
+        raise CandidateError(f"defines {clash} are set per case by the task (size_defines: "
+                             f"{', '.join(f'{k} = {size_defines[k]}' for k in clash)}); remove them from the candidate")
+    values = {name: evaluate_expression(expr, sizes) for name, expr in size_defines.items()}
+    return candidate.model_copy(update={"defines": {**candidate.defines, **values}})

@@ -22,6 +22,7 @@ from harness_tools.errors import ExpressionError, TaskSpecError
 from harness_tools.task import expressions
 from harness_tools.task.checking_rules import checking_files, checking_problem, mismatch_budget
 from harness_tools.task.dtypes import as_dtype, is_bfloat16, is_float, numpy_dtype
+from harness_tools.task.program_check import program_inconsistency
 from harness_tools.task.spec import (
     MAX_CASE_BYTES,
     MAX_SOURCE_BYTES,
@@ -152,7 +153,7 @@ def _inconsistency(spec: TaskSpec) -> tuple[str, str] | None:
         if c.name in seen:
             return f"{field}.name", f"case name {c.name!r} repeats (hidden cases included)"
         seen.add(c.name)
-    problem = _rules_inconsistency(spec)
+    problem = _rules_inconsistency(spec) or program_inconsistency(spec)
     if problem:
         return problem
     problem = checking_problem(spec)

@@ -18,63 +18,55 @@ so nothing that evaluates, lists or exports the task's cases can reach them. The
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness_tools.errors import TaskSpecError
 from harness_tools.task import expressions
 from harness_tools.task.dtypes import CTYPES, DType, default_tolerance, numpy_dtype
-
-# ---- limits: what a task (or a candidate) may ask for ---------------------------------------------------
-MAX_NAME_CHARS = 64
-MAX_FILE_NAME_CHARS = 128
-MAX_PARAMS = 64
-MAX_SIZES = 32
-MAX_CASES = 256
-MAX_HIDDEN_CASES = 32
-MAX_DIMS = 8
-MAX_DEFINES = 64
-MAX_TUNABLES = 32
-MAX_TUNABLE_VALUES = 1024
-MAX_CONSTRAINTS = 64
-MAX_BACKENDS = 8
-MAX_DESCRIPTION_CHARS = 20_000
-MAX_TASK_FILE_BYTES = 4 << 20  # task.json
-MAX_SOURCE_BYTES = 512 * 1024  # a kernel source: the task's own files and every candidate's
-MAX_TASK_ENTRIES = 10_000  # files and folders in a task folder (stored references have one file per case and buffer)
-MAX_CASE_BYTES = 1 << 40  # buffers of one case, on any machine
-MAX_INT = 1 << 64
-IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
-
-
-def _identifier(what: str):
-    def check(value: str) -> str:
-        if len(value) > MAX_NAME_CHARS or not IDENTIFIER.fullmatch(value):
-            raise ValueError(f"{what} {value[:80]!r} must be an identifier: ASCII letters, digits and _, not starting "
-                             f"with a digit, at most {MAX_NAME_CHARS} characters ({what}s name files and C symbols)")
-        return value
-    return AfterValidator(check)
-
-
-ParamName = Annotated[str, _identifier("parameter name")]
-SizeName = Annotated[str, _identifier("size name")]
-CaseName = Annotated[str, _identifier("case name")]
-DefineName = Annotated[str, _identifier("define name")]
-FileName = Annotated[str, Field(min_length=1, max_length=MAX_FILE_NAME_CHARS)]
-BoundedInt = Annotated[int, Field(ge=-MAX_INT, le=MAX_INT)]
-BoundedFloat = Annotated[float, Field(allow_inf_nan=False)]  # floats cost the same at any size: finite is enough
-SizeValue = Annotated[int, Field(ge=-(1 << 63), lt=1 << 63)]
-ExprText = Annotated[str, Field(max_length=expressions.MAX_EXPRESSION_CHARS)]
-BackendNames = list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]] | None
-
-Expr = BoundedInt | BoundedFloat | ExprText
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from harness_tools.task.launches import (  # noqa: F401  (re-exported)
+    KernelProgram,
+    LaunchSpec,
+    LaunchStep,
+    ScalarValue,
+    ScratchBuffer,
+)
+from harness_tools.task.spec_fields import (  # noqa: F401  (re-exported: the spec's names)
+    IDENTIFIER,
+    MAX_BACKENDS,
+    MAX_CASE_BYTES,
+    MAX_CASES,
+    MAX_CONSTRAINTS,
+    MAX_DEFINES,
+    MAX_DESCRIPTION_CHARS,
+    MAX_DIMS,
+    MAX_FILE_NAME_CHARS,
+    MAX_HIDDEN_CASES,
+    MAX_INT,
+    MAX_NAME_CHARS,
+    MAX_PARAMS,
+    MAX_SIZES,
+    MAX_SOURCE_BYTES,
+    MAX_TASK_ENTRIES,
+    MAX_TASK_FILE_BYTES,
+    MAX_TUNABLE_VALUES,
+    MAX_TUNABLES,
+    BackendNames,
+    BoundedFloat,
+    BoundedInt,
+    CaseName,
+    DefineName,
+    Expr,
+    ExprText,
+    FileName,
+    ParamName,
+    SizeName,
+    SizeValue,
+    Strict,
+    _identifier,
+)
 
 
 class InputDistribution(Strict):
@@ -104,6 +96,16 @@ class BufferParam(Strict):
     max_mismatches: Annotated[int, Field(ge=0, le=MAX_INT)] | ExprText = Field(
         0, description="elements of this output that may be outside tolerance (an expression over sizes allowed); "
                        "NaN or Inf where the reference is finite never passes (docs/tasks_format_checking.md)")
+    constant: Annotated[str, _identifier("constant symbol")] | None = Field(
+        None, description="copy this input into the kernel's __constant__ symbol of this name before every launch "
+                          "instead of passing it as an argument (role 'in' only; the symbol's size must match)")
+
+    @model_validator(mode="after")
+    def _constant_is_input(self) -> BufferParam:
+        if self.constant is not None and self.role != "in":
+            raise ValueError(f"buffer {self.name!r} fills __constant__ symbol {self.constant!r}, so its role must be "
+                             f"'in' (kernels cannot write __constant__ memory), not {self.role!r}")
+        return self
 
 
 class ScalarParam(Strict):
@@ -175,17 +177,10 @@ class SizeRules(Strict):
         return {n for g in self.equal for n in g} | set(self.multiple_of) | set(self.max)
 
 
-class LaunchSpec(Strict):
-    """Grid, block and dynamic shared memory as expressions over sizes, tunables and defines."""
-
-    grid: list[Expr] = Field(min_length=1, max_length=3)
-    block: list[Expr] = Field(min_length=1, max_length=3)
-    shared_mem: Expr = 0
 
 
-class KernelSource(Strict):
+class KernelSource(KernelProgram):
     source: FileName = Field(description="file name inside the task folder")
-    launch: LaunchSpec
     defines: dict[DefineName, Expr] = Field(default_factory=dict, max_length=MAX_DEFINES)
 
 
@@ -228,13 +223,12 @@ class Tolerance(Strict):
     rtol: BoundedFloat = 0.0
 
 
-class Tunables(Strict):
+class Tunables(KernelProgram):
     """A parameterised kernel and its search space (``#define``s the tuner sets)."""
 
     source: FileName
     params: dict[DefineName, list[BoundedInt]] = Field(min_length=1, max_length=MAX_TUNABLES)
     constraints: list[ExprText] = Field(default_factory=list, max_length=MAX_CONSTRAINTS)
-    launch: LaunchSpec
 
     @field_validator("params")
     @classmethod
@@ -287,6 +281,10 @@ class TaskSpec(Strict):
                                                              "instead of drawing them (docs/tasks_format_checking.md)")
     check: CustomCheck | None = Field(None, description="judge the outputs with a function of the task folder too "
                                                         "(docs/tasks_format_checking.md)")
+    size_defines: dict[DefineName, Expr] = Field(
+        default_factory=dict, max_length=MAX_DEFINES,
+        description="compile-time #defines per case, as expressions over its sizes, e.g. {\"image_width\": \"W\"}: "
+                    "a candidate is compiled once per distinct set of values")
 
     @field_validator("kernel_name")
     @classmethod
@@ -312,6 +310,15 @@ class TaskSpec(Strict):
     @property
     def outputs(self) -> list[BufferParam]:
         return [p for p in self.buffers if p.role != "in"]
+
+    @property
+    def arguments(self) -> list[Param]:
+        """The kernel's signature: every param but the inputs that fill __constant__ symbols."""
+        return [p for p in self.params if not (isinstance(p, BufferParam) and p.constant)]
+
+    @property
+    def constants(self) -> list[BufferParam]:
+        return [p for p in self.buffers if p.constant]
 
     def cases_for(self, roles: list[str], backend: str) -> list[Case]:
         """The cases of these roles that run on ``backend``: validation cases first, then performance.

@@ -18,7 +18,7 @@ import os
 
 from harness_tools.backends.contract import CaseRequest, CaseRun, RaceReport
 from harness_tools.backends.cpu.build import build_kernel, cache_root, compiler, compiler_home, kernel_cache, runtime_library
-from harness_tools.backends.cpu.translate import unsupported
+from harness_tools.backends.cpu.translate import missing_constants, unsupported
 from harness_tools.backends.protocols import BackendTraits
 from harness_tools.backends.worker_backend import WorkerBackend
 from harness_tools.run.jail import JailSpec, Limits
@@ -67,7 +67,11 @@ class CpuBackend(WorkerBackend):
         refused = unsupported(request.source)
         if refused:
             return CaseRun(status="invalid_launch", error="CPU_UNSUPPORTED", message="\n".join(refused))
-        build = build_kernel(request.source, request.kernel_name, request.args, request.defines, request.options)
+        missing = missing_constants(request)
+        if missing:
+            return CaseRun(status="invalid_launch", message=f"the source declares no __constant__ symbol {missing[0]!r} "
+                           "(the task fills it from one of its inputs); declare it at namespace scope")
+        build = build_kernel(request)
         if not build.ok:
             return CaseRun(status="launch_error", error="CPU_COMPILE_ERROR", message=f"g++ rejected the kernel:\n{build.log}")
         if self._library not in (None, str(build.path)):

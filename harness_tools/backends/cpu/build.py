@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness_tools.backends.contract import ArgSpec
+from harness_tools.backends.contract import CaseRequest
 from harness_tools.backends.cpu.translate import launcher, rewrite_dynamic_shared
 from harness_tools.errors import BackendUnavailable
 from harness_tools.run import jail
@@ -134,18 +134,17 @@ def run_build(cmd: list[str], build_dir: str | Path, *read_only: str | Path) -> 
     return code, err
 
 
-def build_kernel(source: str, kernel_name: str, args: list[ArgSpec], defines: dict[str, str],
-                 options: list[str]) -> KernelBuild:
+def build_kernel(request: CaseRequest) -> KernelBuild:
     """Compile one candidate into a shared object exporting ``cudaopt_launch``; a g++ error is data.
 
     g++ runs jailed (it reads the candidate's ``#line`` files and includes; its output is native code we run
     later), writing only its own build folder; this process then copies the library into the cache."""
     library = runtime_library()
-    unit = '#line 1 "kernel.cu"\n' + rewrite_dynamic_shared(source) + launcher(kernel_name, args)
+    unit = '#line 1 "kernel.cu"\n' + rewrite_dynamic_shared(request.source) + launcher(request)
     flags = list(KERNEL_FLAGS)
-    if any(o.lstrip("-") == "use_fast_math" for o in options):
+    if any(o.lstrip("-") == "use_fast_math" for o in request.options):
         flags.append("-ffast-math")
-    flags += [f"-D{k}={v}" for k, v in sorted(defines.items())]
+    flags += [f"-D{k}={v}" for k, v in sorted(request.defines.items())]
     key = hashlib.sha256("\0".join([unit, *flags, library.parent.name]).encode()).hexdigest()[:24]
     target = kernel_cache() / f"{key}.so"
     if target.is_file():

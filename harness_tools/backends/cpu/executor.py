@@ -36,7 +36,7 @@ from harness_tools.backends.cpu.build import runtime_library
 from harness_tools.backends.cpu.translate import needs_fibers
 from harness_tools.backends.kernel_args import argument_array
 from harness_tools.run.timing import summarize
-from harness_tools.task.dtypes import numpy_dtype
+from harness_tools.task.dtypes import numpy_dtype, storable
 
 OK, KERNEL_ERROR, OUT_OF_BOUNDS, CRASH, BAD_LAUNCH = range(5)
 _ERROR_NAMES = {KERNEL_ERROR: "CPU_KERNEL_ERROR", OUT_OF_BOUNDS: "CPU_OUT_OF_BOUNDS", CRASH: "CPU_CRASH"}
@@ -78,28 +78,47 @@ class CpuExecutor:
         library = Path(payload.pop("library"))
         request = CaseRequest.model_validate(payload)
         start = time.perf_counter()
-        launch = self._kernel(library).cudaopt_launch
+        lib = self._kernel(library)
+        entries = [getattr(lib, f"cudaopt_launch_{n}") for n in range(len(request.launches))]
         load_ms = (time.perf_counter() - start) * 1e3
         start = time.perf_counter()
         buffers = self._allocate(request.args, placement_alignment(request.placement))
+        problem = self._fill_constants(lib, request.args)
         setup_ms = (time.perf_counter() - start) * 1e3
         try:
-            return self._run(request, launch, buffers, load_ms, setup_ms).model_dump()
+            if problem:
+                return CaseRun(status="invalid_launch", message=problem, load_ms=load_ms).model_dump()
+            return self._run(request, entries, buffers, load_ms, setup_ms).model_dump()
         finally:
             if not self.dead:
                 for buf in buffers.values():
                     self.runtime.cudaopt_buffer_free(ctypes.byref(buf))
 
-    def _run(self, request: CaseRequest, launch, buffers: dict[str, Buffer], load_ms: float, setup_ms: float) -> CaseRun:
+    def _run(self, request: CaseRequest, entries, buffers: dict[str, Buffer], load_ms: float, setup_ms: float) -> CaseRun:
         table = (Buffer * max(1, len(buffers)))(*buffers.values())
         error = ctypes.create_string_buffer(4096)
-        config = LaunchConfig((ctypes.c_uint * 3)(*request.grid), (ctypes.c_uint * 3)(*request.block),
-                              request.shared_mem, int(needs_fibers(request.source)), self.os_threads,
-                              table, len(buffers), ctypes.cast(error, ctypes.c_char_p), len(error))
-        holders, args = argument_array(request.args, {name: buf.data for name, buf in buffers.items()})
+        fibers = int(needs_fibers(request.source))
+        pointers = {name: buf.data for name, buf in buffers.items()}
+        steps = []  # (entry, config, holders, argument array) per launch
+        for entry, launch in zip(entries, request.launches):
+            config = LaunchConfig((ctypes.c_uint * 3)(*launch.grid), (ctypes.c_uint * 3)(*launch.block),
+                                  launch.shared_mem, fibers, self.os_threads, table, len(buffers),
+                                  ctypes.cast(error, ctypes.c_char_p), len(error))
+            holders, args = argument_array([request.args[i] for i in launch.args], pointers)
+            steps.append((entry, config, holders, args))
+
+        def launch_all() -> int:
+            for number, (entry, config, _, args) in enumerate(steps):
+                code = entry(ctypes.byref(config), args)
+                if code != OK:
+                    if len(steps) > 1:
+                        error.value = (f"launches.{number} ({request.launches[number].kernel_name}): ".encode()
+                                       + error.value)[: len(error) - 1]
+                    return code
+            return OK
         run = CaseRun(status="ok", load_ms=load_ms, setup_ms=setup_ms)
         start = time.perf_counter()
-        code = launch(ctypes.byref(config), args)
+        code = launch_all()
         run.run_ms = (time.perf_counter() - start) * 1e3
         if code != OK:
             return self._failure(code, error.value.decode(errors="replace"), run)
@@ -111,15 +130,28 @@ class CpuExecutor:
             begin = time.perf_counter()
             for i in range(request.timing.warmup + request.timing.reps):
                 t0 = time.perf_counter()
-                code = launch(ctypes.byref(config), args)
+                code = launch_all()
                 if code != OK:
                     return self._failure(code, error.value.decode(errors="replace"), run)
                 if i >= request.timing.warmup:
                     samples.append((time.perf_counter() - t0) * 1e3)
             run.timing = summarize(samples, clock="cpu-wall-clock")
             run.time_ms = (time.perf_counter() - begin) * 1e3
-        del holders
         return run
+
+    def _fill_constants(self, lib, args: list[ArgSpec]) -> str | None:
+        """Copy every input that fills a __constant__ symbol into the kernel library's variable."""
+        for arg in args:
+            if arg.constant is None:
+                continue
+            size = ctypes.c_ulonglong(0)
+            address = lib.cudaopt_constant_lookup(arg.constant.encode(), ctypes.byref(size))
+            data = np.load(arg.input_file, mmap_mode="r").reshape(-1).view(np.uint8)
+            if not address or size.value != data.size:
+                return (f"__constant__ {arg.constant} is {size.value} bytes in the kernel but {arg.name} holds "
+                        f"{data.size} bytes: declare it with the buffer's exact size")
+            _view(address, data.size)[:] = data
+        return None
 
     def _failure(self, code: int, message: str, run: CaseRun) -> CaseRun:
         if code == BAD_LAUNCH:
@@ -136,7 +168,7 @@ class CpuExecutor:
         buffers: dict[str, Buffer] = {}
         self._names = [a.name.encode() for a in args]  # the runtime keeps pointers to the names
         for arg, name in zip(args, self._names):
-            if arg.kind != "buffer":
+            if arg.kind != "buffer" or arg.constant is not None:
                 continue
             buf = Buffer()
             nbytes = int(np.prod(arg.shape)) * numpy_dtype(arg.dtype).itemsize
@@ -157,7 +189,7 @@ class CpuExecutor:
         out_dir = Path(request.output_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         for arg in request.args:
-            if arg.kind != "buffer":
+            if arg.kind != "buffer" or arg.constant is not None:
                 continue
             buf = buffers[arg.name]
             if not _surroundings_intact(buf, tail_word(arg.dtype, arg.role)):
@@ -167,16 +199,20 @@ class CpuExecutor:
                 original = np.load(arg.input_file, mmap_mode="r")
                 if not same_bytes(data, original):
                     run.modified_inputs.append(arg.name)
-            else:
+            elif arg.role != "scratch":
                 path = out_dir / f"{arg.name}.npy"
-                np.save(path, data)
+                np.save(path, storable(data))  # fp8/bf16 as raw records: np.load reads them back
                 run.outputs[arg.name] = str(path)
 
     def _kernel(self, path: Path):
         if path not in self.kernels:
             lib = ctypes.CDLL(str(path))
-            lib.cudaopt_launch.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.c_void_p]
-            lib.cudaopt_launch.restype = ctypes.c_int
+            for n in range(ctypes.c_int.in_dll(lib, "cudaopt_launch_count").value):
+                entry = getattr(lib, f"cudaopt_launch_{n}")
+                entry.argtypes = [ctypes.POINTER(LaunchConfig), ctypes.c_void_p]
+                entry.restype = ctypes.c_int
+            lib.cudaopt_constant_lookup.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_ulonglong)]
+            lib.cudaopt_constant_lookup.restype = ctypes.c_void_p
             self.kernels[path] = lib
         self.kernels.move_to_end(path)
         return self.kernels[path]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from harness_tools.backends.contract import ArgSpec
+from harness_tools.backends.contract import ArgSpec, CaseRequest
 from harness_tools.task.dtypes import HALF_TYPES
 from harness_tools.task.include_guard import code_lines
 
@@ -112,24 +112,30 @@ def _brace_delta(chunk: str) -> int:
     return sum(t.count("{") - t.count("}") for _, t in code_lines(chunk, blank_literals=True))
 
 
-def launcher(kernel_name: str, args: list[ArgSpec]) -> str:
-    """The extern "C" entry point the executor calls: unpacks void** args into the kernel's parameters.
+def launcher(request: CaseRequest) -> str:
+    """The extern "C" entry points the executor calls: ``cudaopt_launch_<i>`` for launch ``i`` of the request,
+    each unpacking ``void**`` args into its kernel's parameters (also as ``cudaopt_launch_table``), and
+    ``cudaopt_constant_lookup(name, &size)``: the address and size of each __constant__ symbol the task fills.
 
     Pointers go through a proxy that converts to whatever pointer type the kernel declares (``int64_t*``
     is ``long*`` to g++ but ``long long*`` to NVRTC); scalars are passed as the task's dtype, and 16-bit floats
     as their bit pattern copied into the declared type (the launcher cannot name ``__half``: it exists only
-    where the kernel includes cuda_fp16.h, and converting a number to it would round, not copy).
+    where the kernel includes cuda_fp16.h, and converting a number to it would round, not copy). A kernel may be
+    a C++ name expression (``gemm<128, 64>``): the call instantiates the template as NVRTC did.
     """
     # Every name here is reserved (double underscore): a candidate's macros (T, a, p, ...) cannot clash.
-    unpacked = []
-    for i, arg in enumerate(args):
-        if arg.kind == "buffer":
-            unpacked.append(f"__cudaopt_pointer{{*(void**)__a[{i}]}}")
-        elif arg.dtype in HALF_TYPES:
-            unpacked.append(f"__cudaopt_bits16{{*(unsigned short*)__a[{i}]}}")
-        else:
-            unpacked.append(f"*({_CTYPES[arg.dtype]}*)__a[{i}]")
-    call = f"{kernel_name}({', '.join(unpacked)});"
+    entries = []
+    for number, launch in enumerate(request.launches):
+        call = f"{launch.kernel_name}({', '.join(_unpacked(i, request.args[a]) for i, a in enumerate(launch.args))});"
+        entries.append(f'extern "C" int cudaopt_launch_{number}(const cudaopt_launch_config* __c, void** __args) {{\n'
+                       f"    return cudaopt_run_grid(__c, [](void** __a) {{ {call} }}, __args);\n}}\n")
+    table = ", ".join(f"cudaopt_launch_{n}" for n in range(len(request.launches)))
+    entries.append(f'extern "C" int (*const cudaopt_launch_table[])(const cudaopt_launch_config*, void**) = {{{table}}};\n'
+                   f'extern "C" const int cudaopt_launch_count = {len(request.launches)};\n')
+    lookups = "".join(f'    if (__builtin_strcmp(__name, "{a.constant}") == 0) {{ *__size = sizeof({a.constant}); '
+                      f"return (void*)&{a.constant}; }}\n" for a in request.args if a.constant is not None)
+    entries.append('extern "C" void* cudaopt_constant_lookup(const char* __name, unsigned long long* __size) {\n'
+                   f"{lookups}    *__size = 0; return nullptr;\n}}\n")
     return (
         "\n#line 1 \"cudaopt_launcher\"\n"
         "struct __cudaopt_pointer {\n"
@@ -142,8 +148,20 @@ def launcher(kernel_name: str, args: list[ArgSpec]) -> str:
         "        static_assert(sizeof(__CudaoptT) == 2, \"a 16-bit float parameter\");\n"
         "        __CudaoptT __v; std::memcpy(&__v, &__b, 2); return __v;\n"
         "    }\n"
-        "};\n"
-        'extern "C" int cudaopt_launch(const cudaopt_launch_config* __c, void** __args) {\n'
-        f"    return cudaopt_run_grid(__c, [](void** __a) {{ {call} }}, __args);\n"
-        "}\n"
+        "};\n" + "".join(entries)
     )
+
+
+def _unpacked(position: int, arg: ArgSpec) -> str:
+    if arg.kind == "buffer":
+        return f"__cudaopt_pointer{{*(void**)__a[{position}]}}"
+    if arg.dtype in HALF_TYPES:
+        return f"__cudaopt_bits16{{*(unsigned short*)__a[{position}]}}"
+    return f"*({_CTYPES[arg.dtype]}*)__a[{position}]"
+
+
+def missing_constants(request: CaseRequest) -> list[str]:
+    """__constant__ symbols the task fills that the source does not declare (the launcher would not build)."""
+    text = "\n".join(t for _, t in code_lines(request.source, blank_literals=True))
+    return [a.constant for a in request.args if a.constant is not None
+            and not re.search(rf"__constant__[^;{{}}]*\b{re.escape(a.constant)}\b", text)]

@@ -69,7 +69,9 @@ class Regions:
 def parse_regions(log: str, tls_symbols: list[tuple[str, int, int]], request: CaseRequest) -> Regions:
     regions = Regions(tls_symbols=tls_symbols, extern_shared=_extern_shared_name(request.source))
     regions.buffers = [(m[1], _address(m[2]), int(m[3])) for m in _BUFFER.finditer(log)]
-    span = -(-request.shared_mem // 16) * 16  # the runtime rounds dynamic shared memory up to 16 bytes
+    # the runtime rounds dynamic shared memory up to 16 bytes; a sequence's launches may each use a different
+    # amount, all below the largest at the same end
+    span = -(-max(launch.shared_mem for launch in request.launches) // 16) * 16
     for m in _WORKER.finditer(log):
         if _address(m[2]):
             regions.tls.append((_address(m[2]), int(m[3])))

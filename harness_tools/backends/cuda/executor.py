@@ -22,13 +22,13 @@ from pathlib import Path
 import numpy as np
 from cuda.bindings import driver as cu  # imported by worker processes only
 
-from harness_tools.backends.contract import POISON_BYTE, ArgSpec, CaseRequest, CaseRun, tail_word
+from harness_tools.backends.contract import POISON_BYTE, ArgSpec, CaseRequest, CaseRun, KernelLaunch, tail_word
 from harness_tools.backends.cuda.device_buffers import BufferPlacer, DeviceBuffer
 from harness_tools.backends.cuda.device_kernels import DeviceKernels
 from harness_tools.backends.cuda.resident_inputs import ResidentInputs
 from harness_tools.backends.kernel_args import argument_array
 from harness_tools.run.timing import TimingPlan, measure, summarize
-from harness_tools.task.dtypes import numpy_dtype
+from harness_tools.task.dtypes import numpy_dtype, storage_dtype
 
 # Errors after which the context is corrupt and the process must end (CUDA driver API docs).
 STICKY = {700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 721, 999}
@@ -116,18 +116,25 @@ class CudaExecutor:
         run = CaseRun(status="ok")
         try:
             start = time.perf_counter()
-            function = self._function(request)
+            module, functions = self._functions(request)
             run.load_ms = (time.perf_counter() - start) * 1e3
-            problem = self._check_launch(function, request)
+            problem = self._check_launches(functions, request)
             if problem:
                 return CaseRun(status="invalid_launch", message=problem, load_ms=run.load_ms).model_dump()
             start = time.perf_counter()
             buffers = self._allocate(request, buffers)
+            problem = self._fill_constants(module, request)
+            if problem:
+                return CaseRun(status="invalid_launch", message=problem, load_ms=run.load_ms).model_dump()
             run.setup_ms = (time.perf_counter() - start) * 1e3
-            holders, array = argument_array(request.args, {arg.name: buf.data for arg, buf, _ in buffers})
-            params = ctypes.addressof(array)
+            pointers = {arg.name: buf.data for arg, buf, _ in buffers}
+            arrays = [argument_array([request.args[i] for i in launch.args], pointers) for launch in request.launches]
+
+            def launch_all() -> None:
+                for launch, function, (_, array) in zip(request.launches, functions, arrays):
+                    self._launch(function, launch, ctypes.addressof(array), len(request.launches) > 1)
             start = time.perf_counter()
-            self._launch(function, request, params)
+            launch_all()
             _ok(cu.cuStreamSynchronize(self.stream), "kernel execution")
             run.run_ms = (time.perf_counter() - start) * 1e3
             start = time.perf_counter()
@@ -135,10 +142,9 @@ class CudaExecutor:
             run.collect_ms = (time.perf_counter() - start) * 1e3
             if request.timing is not None:
                 start = time.perf_counter()
-                timer = _EventTimer(self, lambda: self._launch(function, request, params), request.timing.reps)
+                timer = _EventTimer(self, launch_all, request.timing.reps)
                 run.timing = summarize(measure(timer, request.timing))
                 run.time_ms = (time.perf_counter() - start) * 1e3
-            del holders
         except CudaFailure as failure:
             run.status = "launch_error"
             run.error = failure.name
@@ -155,33 +161,60 @@ class CudaExecutor:
                     buf.free()
         return run.model_dump()
 
-    def _function(self, request: CaseRequest):
-        key = hashlib.sha256(request.cubin).hexdigest() + request.kernel_name
+    def _functions(self, request: CaseRequest):
+        """(module, the function of every launch): the module is loaded once per cubin and kept (LRU)."""
+        key = hashlib.sha256(request.cubin).hexdigest()
         if key in self.modules:
             self.modules.move_to_end(key)
-            return self.modules[key][1]
-        image = np.frombuffer(request.cubin, dtype=np.uint8)
-        module = _ok(cu.cuModuleLoadData(image.ctypes.data), "cuModuleLoadData")
-        function = _ok(cu.cuModuleGetFunction(module, request.kernel_name.encode()), "cuModuleGetFunction")
-        self.modules[key] = (module, function)
-        if len(self.modules) > 32:
-            _, (old, _) = self.modules.popitem(last=False)
-            cu.cuModuleUnload(old)
-        return function
+        else:
+            image = np.frombuffer(request.cubin, dtype=np.uint8)
+            self.modules[key] = (_ok(cu.cuModuleLoadData(image.ctypes.data), "cuModuleLoadData"), {})
+            if len(self.modules) > 32:
+                _, (old, _) = self.modules.popitem(last=False)
+                cu.cuModuleUnload(old)
+        module, functions = self.modules[key]
+        for launch in request.launches:
+            if launch.symbol not in functions:
+                functions[launch.symbol] = _ok(cu.cuModuleGetFunction(module, launch.symbol.encode()),
+                                               f"cuModuleGetFunction({launch.kernel_name})")
+        return module, [functions[launch.symbol] for launch in request.launches]
 
-    def _check_launch(self, function, request: CaseRequest) -> str | None:
+    def _check_launches(self, functions, request: CaseRequest) -> str | None:
+        for index, (function, launch) in enumerate(zip(functions, request.launches)):
+            problem = self._check_launch(function, launch)
+            if problem:
+                return f"launches.{index} ({launch.kernel_name}): {problem}" if len(request.launches) > 1 else problem
+        return None
+
+    def _check_launch(self, function, launch: KernelLaunch) -> str | None:
         fa = cu.CUfunction_attribute
-        threads = request.block[0] * request.block[1] * request.block[2]
+        threads = launch.block[0] * launch.block[1] * launch.block[2]
         limit = int(_ok(cu.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function), "attr"))
         regs = int(_ok(cu.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_NUM_REGS, function), "attr"))
         if threads > limit:
             return f"block of {threads} threads exceeds this kernel's limit of {limit} ({regs} registers per thread)"
         static = int(_ok(cu.cuFuncGetAttribute(fa.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function), "attr"))
-        if static + request.shared_mem > self.shared_optin:
-            return (f"{static} B static + {request.shared_mem} B dynamic shared memory exceeds the "
+        if static + launch.shared_mem > self.shared_optin:
+            return (f"{static} B static + {launch.shared_mem} B dynamic shared memory exceeds the "
                     f"{self.shared_optin} B a block may use on this GPU")
         _ok(cu.cuFuncSetAttribute(function, fa.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                  request.shared_mem), "cuFuncSetAttribute(dynamic shared)")
+                                  launch.shared_mem), "cuFuncSetAttribute(dynamic shared)")
+        return None
+
+    def _fill_constants(self, module, request: CaseRequest) -> str | None:
+        """Copy every input that fills a __constant__ symbol into it (on the stream, before any launch)."""
+        for arg in request.args:
+            if arg.constant is None:
+                continue
+            nbytes = int(np.prod(arg.shape)) * numpy_dtype(arg.dtype).itemsize
+            err, ptr, size = cu.cuModuleGetGlobal(module, arg.constant.encode())
+            if err != cu.CUresult.CUDA_SUCCESS:
+                return (f"the source declares no __constant__ symbol {arg.constant!r} (the task fills it from "
+                        f"{arg.name}); declare it as __constant__ {arg.dtype} {arg.constant}[...] at namespace scope")
+            if int(size) != nbytes:
+                return (f"__constant__ {arg.constant} is {int(size)} bytes in the kernel but {arg.name} holds {nbytes} "
+                        "bytes: declare it with the buffer's exact size")
+            self.resident.fill(ptr, arg.input_file, nbytes)
         return None
 
     def _allocate(self, request: CaseRequest, buffers: list):
@@ -192,7 +225,7 @@ class CudaExecutor:
         stream, so set-up work issued there could still be running when the kernel starts (a race that
         corrupted inputs and outputs now and then)."""
         for arg in request.args:
-            if arg.kind != "buffer":
+            if arg.kind != "buffer" or arg.constant is not None:
                 continue
             nbytes = int(np.prod(arg.shape)) * numpy_dtype(arg.dtype).itemsize
             buf = self.placer.allocate(nbytes, request.placement, arg.name)
@@ -212,10 +245,10 @@ class CudaExecutor:
         _ok(cu.cuStreamSynchronize(self.stream), "buffer set-up")
         return buffers
 
-    def _launch(self, function, request: CaseRequest, params: int) -> None:
-        g, b = request.grid, request.block
-        _ok(cu.cuLaunchKernel(function, g[0], g[1], g[2], b[0], b[1], b[2], request.shared_mem, self.stream,
-                              params, 0), "cuLaunchKernel")
+    def _launch(self, function, launch: KernelLaunch, params: int, named: bool = False) -> None:
+        g, b = launch.grid, launch.block
+        _ok(cu.cuLaunchKernel(function, g[0], g[1], g[2], b[0], b[1], b[2], launch.shared_mem, self.stream,
+                              params, 0), f"cuLaunchKernel({launch.kernel_name})" if named else "cuLaunchKernel")
 
     def _collect(self, request: CaseRequest, buffers, run: CaseRun) -> None:
         """Download outputs, then check surroundings and inputs: all before any timing launch."""
@@ -228,16 +261,17 @@ class CudaExecutor:
             if arg.role == "in":
                 if self.kernels.digest(ptr, buf.nbytes) != digest:
                     run.modified_inputs.append(arg.name)
-            else:
+            elif arg.role != "scratch":
                 run.outputs[arg.name] = self._download(arg, ptr, buf.nbytes, out_dir / f"{arg.name}.npy")
 
     @staticmethod
     def _download(arg: ArgSpec, ptr, nbytes: int, path: Path) -> str:
         """Straight into the .npy file's mapping (no second host copy); the file usually lives in memory."""
         if nbytes == 0:
-            np.save(path, np.empty(arg.shape, dtype=numpy_dtype(arg.dtype)))
+            np.save(path, np.empty(arg.shape, dtype=storage_dtype(arg.dtype)))
             return str(path)
-        out = np.lib.format.open_memmap(path, mode="w+", dtype=numpy_dtype(arg.dtype), shape=tuple(arg.shape))
+        # fp8/bf16 as raw records (storage_dtype): np.load reads them back
+        out = np.lib.format.open_memmap(path, mode="w+", dtype=storage_dtype(arg.dtype), shape=tuple(arg.shape))
         _ok(cu.cuMemcpyDtoH(out.ctypes.data, ptr, nbytes), f"download {arg.name}")
         out.flush()
         del out

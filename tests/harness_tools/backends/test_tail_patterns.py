@@ -10,6 +10,7 @@ from harness_tools.backends.contract import (
     POISON_BYTE,
     WRITABLE_TAIL_WORD,
     CaseRequest,
+    KernelLaunch,
     tail_pattern,
     tail_word,
 )
@@ -55,5 +56,6 @@ def test_patterns_tile_from_the_start_of_a_region():
 
 
 def test_requests_default_to_the_tail_placement():
-    request = CaseRequest(kernel_name="k", grid=(1, 1, 1), block=(1, 1, 1), args=[], output_dir="/tmp")
+    launch = KernelLaunch(kernel_name="k", symbol="k", grid=(1, 1, 1), block=(1, 1, 1), args=[])
+    request = CaseRequest(launches=[launch], args=[], output_dir="/tmp")
     assert request.placement == "tail"

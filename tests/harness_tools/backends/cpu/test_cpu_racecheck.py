@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from harness_tools.backends.contract import ArgSpec, CaseRequest
+from harness_tools.backends.contract import ArgSpec, CaseRequest, KernelLaunch
 from harness_tools.backends.cpu.tsan_report import Regions, describe, parse_races, parse_regions, parse_status
 from harness_tools.errors import BackendError
 from harness_tools.evaluation import EvaluationConfig, evaluate
@@ -137,8 +137,9 @@ def _transpose_request(source: str, tmp_path, rows: int = 70, cols: int = 100) -
             ArgSpec(name="out", kind="buffer", dtype="float32", shape=[cols, rows], role="out"),
             ArgSpec(name="rows", kind="scalar", dtype="int32", value=rows),
             ArgSpec(name="cols", kind="scalar", dtype="int32", value=cols)]
-    return CaseRequest(kernel_name="transpose", source=source, grid=(-(-cols // 32), -(-rows // 32), 1), block=(32, 8, 1),
-                       args=args, output_dir=str(tmp_path / "out"))
+    launch = KernelLaunch(kernel_name="transpose", symbol="transpose", grid=(-(-cols // 32), -(-rows // 32), 1),
+                          block=(32, 8, 1), args=[0, 1, 2, 3])
+    return CaseRequest(source=source, launches=[launch], args=args, output_dir=str(tmp_path / "out"))
 
 
 def test_tiled_transpose_without_its_barrier_races_on_the_tile(cpu_backend, tmp_path):
@@ -295,7 +296,8 @@ ThreadSanitizer: reported 4 warnings
 
 
 def _regions() -> Regions:
-    request = CaseRequest(kernel_name="reduce_sum", grid=(8, 1, 1), block=(256, 1, 1), args=[], output_dir="/tmp")
+    launch = KernelLaunch(kernel_name="reduce_sum", symbol="reduce_sum", grid=(8, 1, 1), block=(256, 1, 1), args=[])
+    request = CaseRequest(launches=[launch], args=[], output_dir="/tmp")
     return parse_regions(CAPTURED, [("s", 0, 1024)], request)
 
 
