@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness_tools.task.dtypes import storable
+
 CACHE_BYTES = 2 << 30
 PREFIX = "cudaopt-inputs-"
 
@@ -90,7 +92,7 @@ class InputFiles:
         files = {}
         for name, arr in arrays.items():
             files[name] = folder / f"in_{name}.npy"
-            np.save(files[name], arr)
+            np.save(files[name], storable(arr))  # fp8/bf16 as raw records: np.load reads them back
         size = sum(a.nbytes for a in arrays.values())
         with self._lock:
             self._entries[key] = (files, size)
