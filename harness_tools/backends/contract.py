@@ -25,7 +25,8 @@ from harness_tools.run.timing import TimingPlan, TimingStats
 # always change it, and so does a NaN any arithmetic produces. Each word is 32 bits whose period divides
 # its dtype's size, tiled from the start of each region (regions start on element boundaries).
 POISON_BYTE = 0xFF
-INPUT_TAIL_WORDS = {"bfloat16": 0x7FBD7FBD, "float16": 0x7D7D7D7D, "float32": 0x7FBD7D7D, "float64": 0x7FF77D7D}
+INPUT_TAIL_WORDS = {"bfloat16": 0x7FBD7FBD, "float16": 0x7D7D7D7D, "float32": 0x7FBD7D7D, "float64": 0x7FF77D7D,
+                    "float8_e4m3": 0x7F7F7F7F, "float8_e5m2": 0x7D7D7D7D}  # fp8: docs/dtypes.md
 INTEGER_INPUT_TAIL_WORD = 0xA5A5A5A5
 WRITABLE_TAIL_WORD = 0x5A5A5A5A
 TAIL_BYTES = 4096

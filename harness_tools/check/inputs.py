@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from harness_tools.backends.contract import TAIL_BYTES
-from harness_tools.task.dtypes import HALF_TYPES, as_dtype, is_float, numpy_dtype
+from harness_tools.task.dtypes import FP8_MAX, HALF_TYPES, NARROW_FLOATS, as_dtype, is_float, numpy_dtype
 from harness_tools.task.expressions import evaluate_expression
 from harness_tools.task.spec import (
     BufferParam,
@@ -68,7 +68,7 @@ def case_footprint(spec: TaskSpec, case: Case, buffers_in_host_memory: bool) -> 
         e = n // numpy_dtype(buf.dtype).itemsize
         buffers += n + TAIL_BYTES
         if buf.role != "out":
-            host += (2 * n + (8 * e if buf.dtype in HALF_TYPES or generated else 0)
+            host += (2 * n + (8 * e if buf.dtype in NARROW_FLOATS or generated else 0)
                      + (8 * e if numpy_ref else 0))
         if buf.role != "in":
             host += n + 8 * e + (8 * e if numpy_ref else 0)
@@ -133,6 +133,8 @@ def _draw(rng: np.random.Generator, buf: BufferParam, shape: tuple[int, ...]) ->
         values += work(dist.low)
     else:
         values = rng.integers(int(dist.low), int(dist.high), size=shape, endpoint=True).astype(work)
+    if buf.dtype in FP8_MAX:  # saturated to the finite range, as __NV_SATFINITE would (docs/dtypes.md)
+        np.clip(values, -FP8_MAX[buf.dtype], FP8_MAX[buf.dtype], out=values)
     return values.astype(dtype, copy=False)
 
 
