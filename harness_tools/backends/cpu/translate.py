@@ -36,9 +36,10 @@ _UNSUPPORTED: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"<<<|\bcudaLaunchDevice\b|\bcudaGetParameterBuffer\b"),
      "dynamic parallelism (launching kernels from device code) is not supported on the cpu backend"),
     (re.compile(r"\b(cub|thrust|cutlass|cute)\s*::"), "CUB/Thrust/CUTLASS are not supported on the cpu backend"),
-    # __half and __nv_bfloat16 are emulated (runtime/cudaopt_cpu_half.h); the 8-bit floats are not
-    (re.compile(r"\b(__nv_fp8\w*|__nv_cvt_\w*fp8\w*|cuda_fp8)\b|cuda_fp8\.h"),
-     "fp8 types (__nv_fp8_e4m3/__nv_fp8_e5m2) are not supported on the cpu backend yet"),
+    # __half, __nv_bfloat16 and the fp8 types e4m3/e5m2 are emulated (runtime/cudaopt_cpu_half.h, _fp8.h); the
+    # e8m0 scale type is not
+    (re.compile(r"\b(__nv_fp8\w*e8m0\w*|__nv_cvt_\w*e8m0\w*)\b"),
+     "the e8m0 scale type (__nv_fp8_e8m0, __nv_cvt_*_e8m0) is not supported on the cpu backend"),
     (re.compile(r"\b(__syncthreads_count|__syncthreads_and|__syncthreads_or)\b(?=\s*\(\s*\))"),
      "__syncthreads_count/_and/_or need a predicate"),
 ]

@@ -1,5 +1,6 @@
 /* cudaopt_cpu_half.h — CUDA's 16-bit floats for the cpu backend: __half (cuda_fp16.h), __nv_bfloat16
- * (cuda_bf16.h), their pairs __half2 / __nv_bfloat162, conversions, arithmetic and the common intrinsics.
+ * (cuda_bf16.h), their pairs __half2 / __nv_bfloat162, the raw forms (__half_raw, __half2_raw, ...), conversions,
+ * arithmetic and the common intrinsics. cudaopt_cpu_fp8.h builds the fp8 types on them.
  *
  * Reached through <cuda_fp16.h> or <cuda_bf16.h> (both in this folder), as in CUDA, after the force-included
  * cudaopt_cpu.h. A value is its 16-bit pattern. Conversions round as the GPU's cvt does: to nearest even by
@@ -117,9 +118,14 @@ CUDAOPT_HALF_T inline bool operator>(CUDAOPT_HALF a, CUDAOPT_HALF b) { return fl
 CUDAOPT_HALF_T inline bool operator>=(CUDAOPT_HALF a, CUDAOPT_HALF b) { return float(a) >= float(b); }
 
 // __half2 / __nv_bfloat162: two values in one 32-bit word, x the low half; arithmetic per lane.
+template <class T> struct RawPair;  // the raw pair of T: __half2_raw, __nv_bfloat162_raw (below)
 template <class T>
 struct alignas(4) Pair {
     T x, y;
+    // to the raw pair, as CUDA's __half2 / __nv_bfloat162 convert (cuda_fp8.h's conversions take raw pairs)
+    template <class R, class U = T,
+              typename std::enable_if<std::is_same<R, typename RawPair<U>::type>::value, int>::type = 0>
+    operator R() const { return R{x.__x, y.__x}; }
 };
 template <class T> inline Pair<T> operator+(Pair<T> a, Pair<T> b) { return {a.x + b.x, a.y + b.y}; }
 template <class T> inline Pair<T> operator-(Pair<T> a, Pair<T> b) { return {a.x - b.x, a.y - b.y}; }
@@ -145,7 +151,23 @@ using __half2 = ::cudaopt::half::Pair<__half>;
 using __nv_bfloat162 = ::cudaopt::half::Pair<__nv_bfloat16>;
 using half2 = __half2;
 using nv_bfloat162 = __nv_bfloat162;
-static_assert(sizeof(__half) == 2 && sizeof(__nv_bfloat16) == 2 && sizeof(__half2) == 4 && alignof(__half2) == 4,
+// The raw pairs (x the low half), converting to and from the pairs as in CUDA.
+struct __half2_raw {
+    unsigned short x, y;
+    operator __half2() const { return {__half::from_bits(x), __half::from_bits(y)}; }
+};
+struct __nv_bfloat162_raw {
+    unsigned short x, y;
+    operator __nv_bfloat162() const { return {__nv_bfloat16::from_bits(x), __nv_bfloat16::from_bits(y)}; }
+};
+namespace cudaopt {
+namespace half {
+template <> struct RawPair<__half> { using type = ::__half2_raw; };
+template <> struct RawPair<__nv_bfloat16> { using type = ::__nv_bfloat162_raw; };
+}  // namespace half
+}  // namespace cudaopt
+static_assert(sizeof(__half) == 2 && sizeof(__nv_bfloat16) == 2 && sizeof(__half2) == 4 && alignof(__half2) == 4 &&
+                  sizeof(__half2_raw) == 4,
               "CUDA's sizes and alignments");
 
 /* ── conversions ── */

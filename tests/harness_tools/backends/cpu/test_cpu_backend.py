@@ -205,8 +205,8 @@ REFUSED = {
     "texture": ("cudaTextureObject_t t = 0; float v = tex1Dfetch<float>(t, 0);", "textures"),
     "dynamic-parallelism": ("child<<<1, 1>>>();", "dynamic parallelism"),
     "cub": ("cub::WarpReduce<float> r;", "CUB"),
-    "fp8": ("__nv_fp8_e4m3 f;", "fp8 types"),
-    "fp8-header": ("#include <cuda_fp8.h>", "fp8 types"),
+    "fp8-e8m0": ("__nv_fp8_e8m0 f;", "e8m0"),
+    "fp8-e8m0-cvt": ("unsigned char s = __nv_cvt_float_to_e8m0(1.0f, __NV_SATFINITE, cudaRoundZero);", "e8m0"),
 }
 
 
