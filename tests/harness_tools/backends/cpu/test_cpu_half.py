@@ -7,6 +7,7 @@ cuda backend (the gpu twin) checks the emulation against the GPU's own cvt instr
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import ml_dtypes
@@ -144,3 +145,83 @@ def test_intrinsics_operators_and_a_bf16_scalar(tmp_path, cpu_backend):
     task = load_task(folder)
     result = evaluate(task, candidates.baseline(task), cpu_backend, VALIDATION)
     assert result.correct, (result.failure, [(o.buffer, o.max_rel_err) for o in result.cases[0].outputs])
+
+
+DIRECTED = """
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+extern "C" __global__ void directed(const unsigned int* bits, unsigned short* out, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float f = __uint_as_float(bits[i]);
+    unsigned short* o = out + (size_t)i * 6;
+    o[0] = __half_as_ushort(__float2half_rz(f));
+    o[1] = __half_as_ushort(__float2half_rd(f));
+    o[2] = __half_as_ushort(__float2half_ru(f));
+    o[3] = __bfloat16_as_ushort(__float2bfloat16_rz(f));
+    o[4] = __bfloat16_as_ushort(__float2bfloat16_rd(f));
+    o[5] = __bfloat16_as_ushort(__float2bfloat16_ru(f));
+}
+"""
+
+
+@np.errstate(over="ignore", invalid="ignore")
+def _directed(f: np.ndarray, dtype, mode: str) -> np.ndarray:
+    """The bits of float32 ``f`` rounded toward zero (rz), down (rd) or up (ru), from NumPy's round-to-nearest:
+    where the nearest value lies on the wrong side of ``f``, the neighbour one step toward zero or away from it
+    (its magnitude's bits minus or plus one; inf - 1 is the largest finite, -0 + 1 the smallest negative
+    subnormal). Infinities and exact values stay; any NaN is the canonical 0x7FFF."""
+    nearest = f.astype(dtype)
+    bits = nearest.view(np.uint16).astype(np.int64)
+    r, x = nearest.astype(np.float64), f.astype(np.float64)
+    wrong = {"rz": np.abs(r) > np.abs(x), "rd": r > x, "ru": r < x}[mode]
+    toward_zero = {"rz": wrong, "rd": wrong & (r > 0), "ru": wrong & (r < 0)}[mode]
+    bits = np.where(toward_zero, bits - 1, np.where(wrong, bits + 1, bits))
+    bits[np.isnan(f)] = CANONICAL_NAN
+    return bits.astype(np.uint16)
+
+
+def test_the_directed_rounding_judge_agrees_with_ieee_on_read_off_values():
+    f = np.array([1 + 2.0**-11, -(1 + 2.0**-11), 65520.0, -65520.0, 70000.0, 2.0**-26, -(2.0**-26), np.inf, 0.0],
+                 dtype=np.float32)
+    assert _directed(f, np.float16, "rz").tolist() == [0x3C00, 0xBC00, 0x7BFF, 0xFBFF, 0x7BFF, 0, 0x8000, 0x7C00, 0]
+    assert _directed(f, np.float16, "rd").tolist() == [0x3C00, 0xBC01, 0x7BFF, 0xFC00, 0x7BFF, 0, 0x8001, 0x7C00, 0]
+    assert _directed(f, np.float16, "ru").tolist() == [0x3C01, 0xBC00, 0x7C00, 0xFBFF, 0x7C00, 1, 0x8000, 0x7C00, 0]
+    g = np.array([1 + 2.0**-9, -(1 + 2.0**-9)], dtype=np.float32)
+    assert _directed(g, ml_dtypes.bfloat16, "rd").tolist() == [0x3F80, 0xBF81]
+
+
+@pytest.mark.parametrize("backend_fixture", BACKENDS)
+def test_directed_roundings_to_half_and_bfloat16_bit_for_bit(request, tmp_path, backend_fixture):
+    bits = _float_patterns()
+    n = bits.size
+    f = bits.view(np.float32)
+    expected = np.stack([_directed(f, dtype, mode) for dtype in (np.float16, ml_dtypes.bfloat16)
+                         for mode in ("rz", "rd", "ru")], axis=1)
+    folder = tmp_path / "directed"
+    case = folder / "expected" / "all"
+    case.mkdir(parents=True)
+    np.save(case / "bits.npy", bits)
+    np.save(case / "out.npy", expected)
+    (folder / "kernel.cu").write_text(DIRECTED)
+    (folder / "task.json").write_text(json.dumps({
+        "name": "directed", "description": "directed roundings", "kernel_name": "directed", "sizes": ["n"],
+        "params": [{"kind": "buffer", "name": "bits", "dtype": "uint32", "shape": ["n"], "role": "in"},
+                   {"kind": "buffer", "name": "out", "dtype": "uint16", "shape": ["n", 6], "role": "out"},
+                   {"kind": "scalar", "name": "n", "dtype": "int32", "value": "n"}],
+        "cases": [{"name": "all", "role": "validation", "sizes": {"n": n}}],
+        "reference": {"kind": "stored", "dir": "expected"},
+        "tolerance": {"uint16": {"atol": 0, "rtol": 0}},
+        "baseline": {"source": "kernel.cu", "launch": {"grid": ["ceil_div(n, 256)"], "block": [256]}},
+    }))
+    task = load_task(folder)
+    config = VALIDATION.model_copy(update={"outputs_dir": str(tmp_path / "out")})
+    result = evaluate(task, candidates.baseline(task), request.getfixturevalue(backend_fixture), config)
+    got = next((tmp_path / "out").rglob("out.npy"), None)
+    got = np.load(got).reshape(expected.shape) if got else None
+    if got is not None and os.environ.get("CUDAOPT_TEST_DUMP"):
+        np.savez_compressed(Path(os.environ["CUDAOPT_TEST_DUMP"]) / f"directed-{backend_fixture}.npz", bits=bits, got=got)
+    wrong = [] if got is None else [(hex(int(bits[r])), ("half", "bf16")[c // 3] + "_" + ("rz", "rd", "ru")[c % 3],
+                                     hex(int(expected[r, c])), hex(int(got[r, c])))
+                                    for r, c in np.argwhere(got != expected)[:12]]
+    assert result.correct, (result.failure, wrong)
