@@ -20,7 +20,7 @@ from harness_tools.task.launches import (
     MAX_LAUNCHES,
     MAX_SCRATCH,
     ArgRef,
-    KernelName,
+    KernelExpression,
     KernelProgram,
     LaunchSpec,
     LaunchStep,
@@ -48,7 +48,7 @@ class Candidate(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     source: str = Field(description="CUDA C++ source holding an extern \"C\" __global__ kernel")
-    kernel_name: KernelName = Field(description="the kernel launched by 'launch' and by steps naming no kernel: a name "
+    kernel_name: KernelExpression = Field(description="the kernel launched by 'launch' and by steps naming no kernel: a name "
                                                 "or a C++ name expression such as 'gemm<128, 64>'")
     launch: LaunchSpec | None = None
     launches: list[LaunchStep] | None = Field(None, min_length=1, max_length=MAX_LAUNCHES)

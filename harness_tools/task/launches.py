@@ -45,18 +45,25 @@ def is_plain_name(expression: str) -> bool:
     return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", expression, re.ASCII) is not None
 
 
-def _check_kernel_name(value: str) -> str:
+def _check_expression(value: str) -> str:
     if len(value) > MAX_KERNEL_NAME_CHARS or not _NAME_EXPRESSION.fullmatch(value) or value.count("<") != value.count(">"):
         raise ValueError(f"kernel {value[:80]!r} must be a kernel name (an identifier) or a C++ name expression such as "
                          f"'gemm<128, 64>' or 'ns::kernel' (at most {MAX_KERNEL_NAME_CHARS} characters; template "
                          "arguments of numbers, names and arithmetic)")
-    if base_name(value).startswith(RESERVED_KERNEL_PREFIX):
+    return value
+
+
+def _check_kernel_name(value: str) -> str:
+    if base_name(_check_expression(value)).startswith(RESERVED_KERNEL_PREFIX):
         raise ValueError(f"kernel names starting with {RESERVED_KERNEL_PREFIX!r} are the engine's own (its helper "
                          "kernels run in the same process, and Nsight Compute selects kernels by name)")
     return value
 
 
+# A name anything outside the engine gives (task files, clients' launches): not one of the engine's own kernels.
 KernelName = Annotated[str, AfterValidator(_check_kernel_name)]
+# Any well-formed name: what a Candidate holds (the engine builds candidates of its own helper kernels too).
+KernelExpression = Annotated[str, AfterValidator(_check_expression)]
 
 
 class LaunchSpec(Strict):

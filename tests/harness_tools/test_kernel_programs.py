@@ -307,3 +307,13 @@ def test_a_one_launch_candidate_keeps_the_id_it_had_before_sequences_existed():
     # digests of stored runs must not change: these are the ids the bundled baselines always had
     assert candidates.baseline(resolve_task("sgemm")).digest() == "599f6d1a2b48b99a"
     assert candidates.baseline(resolve_task("reduce_sum")).digest() == "51be86b90fe3e737"
+
+
+def test_engine_kernel_names_are_refused_in_task_files_but_the_engine_builds_its_own(tmp_path):
+    spec = _scale_spec({"kernel": "cudaopt_scale", "launch": {"grid": [1], "block": [1]}})
+    with pytest.raises(TaskSpecError, match="engine's own"):
+        _write(tmp_path, spec, {"scale.cu": TEMPLATED, "reference.py": SCALE_REFERENCE})
+    with pytest.raises(ValueError, match="engine's own"):
+        candidates.LaunchStep(kernel="cudaopt_evict", grid=[1], block=[1])
+    # the cuda worker compiles its helper kernels as candidates: the name itself is well formed
+    assert candidates.Candidate(source="", kernel_name="cudaopt_digest", launch={"grid": [1], "block": [1]})
