@@ -22,6 +22,7 @@ from harness_tools.inspect.ncu_summary import ProfileSummary
 from harness_tools.inspect.profile import ProfileStatus
 from harness_tools.inspect.sanitize import SanitizeStatus
 from harness_tools.task.candidate import MAX_OPTIONS
+from harness_tools.task.launches import MAX_LAUNCHES, MAX_SCRATCH, KernelName, LaunchStep, ScratchBuffer
 from harness_tools.task.spec import (
     MAX_CASES,
     MAX_DEFINES,
@@ -52,6 +53,18 @@ Source = Annotated[str | None, Field(max_length=MAX_SOURCE_BYTES,
 Launch = Annotated[LaunchSpec | None, Field(description="grid/block/shared_mem as expressions over the case sizes and "
                                                         "numeric defines, e.g. {\"grid\": [\"ceil_div(n, 256)\"], "
                                                         "\"block\": [256]}; omit for the task's baseline launch")]
+Kernel = Annotated[KernelName | None, Field(description="the kernel 'launch' launches, if not the task's kernel_name: a "
+                                                       "name or a C++ name expression such as 'gemm<128, 64>' (then "
+                                                       "no extern \"C\" is needed)")]
+Launches = Annotated[list[LaunchStep] | None, Field(max_length=MAX_LAUNCHES, description=(
+    "instead of launch: a sequence of launches timed as one unit, e.g. [{\"kernel\": \"partial\", \"grid\": "
+    "[\"ceil_div(n, 256)\"], \"block\": [256], \"args\": [\"x\", \"sums\", \"n\"]}, {\"kernel\": \"final\", "
+    "\"grid\": [1], \"block\": [256], \"args\": [\"sums\", \"out\", {\"value\": \"ceil_div(n, 256)\", "
+    "\"dtype\": \"int32\"}]}]; args name task params or scratch buffers (default: the task's signature)"))]
+Scratch = Annotated[list[ScratchBuffer] | None, Field(max_length=MAX_SCRATCH, description=(
+    "device buffers the launches share, e.g. [{\"name\": \"sums\", \"dtype\": \"float32\", \"count\": "
+    "\"ceil_div(n, 256)\"}]: poisoned (or `initial`), bounds-checked, at most twice the task's buffers (256 MiB "
+    "at least)"))]
 Defines = Annotated[dict[Name, Expr] | None, Field(max_length=MAX_DEFINES,
                                                    description="#defines added to the baseline's, e.g. {\"TILE\": 32}")]
 Options = Annotated[list[Annotated[str, Field(max_length=64)]] | None,
@@ -136,8 +149,14 @@ class TaskSummary(BaseModel):
     cases: list[CaseInfo]
     tolerance: dict[str, ToleranceInfo] = Field(description="per dtype: pass when |out-ref| <= atol + rtol*|ref|")
     reference: str = Field(description="kind of oracle: numpy (float64), cuda (reference kernel) or stored")
-    baseline_launch: LaunchSpec
+    baseline_launch: LaunchSpec | None = Field(None, description="None where the baseline is a launch sequence")
     baseline_defines: dict[str, Expr]
+    baseline_kernel: str | None = Field(None, description="the baseline's kernel where it is not kernel_name")
+    baseline_launches: list[LaunchStep] | None = None
+    baseline_scratch: list[ScratchBuffer] = Field(default_factory=list)
+    size_defines: dict[str, Expr] = Field(default_factory=dict, description="#defines the task sets per case")
+    constants: dict[str, str] = Field(default_factory=dict, description="input buffer -> the __constant__ symbol "
+                                                                        "it fills (not a kernel argument)")
     tunables: dict[str, list[int]] | None = None
     tunable_constraints: list[str] = Field(default_factory=list)
     baseline_source_uri: str
@@ -363,7 +382,10 @@ class HistoryOutput(BaseModel):
 class BestOutput(BaseModel):
     run_id: str
     best: BestInfo | None = None
+    kernel: str | None = None
     launch: LaunchSpec | None = None
+    launches: list[LaunchStep] | None = None
+    scratch: list[ScratchBuffer] = Field(default_factory=list)
     defines: dict[str, Expr] | None = None
     correct_candidates: list[str] = Field(description="ids of the newest candidates whose latest record is correct")
     correct_total: int | None = Field(None, description="how many candidates are correct (more than listed: the "

@@ -59,6 +59,12 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--kernel", type=Path, help="CUDA source file (default: the task's baseline)")
     ev.add_argument("--tuned", metavar="NAME=V,...", help="use the task's tunable kernel with these values")
     ev.add_argument("--launch", help='launch config as JSON, e.g. \'{"grid":["ceil_div(n,256)"],"block":[256]}\'')
+    ev.add_argument("--launches", help='a launch sequence as JSON, e.g. \'[{"kernel":"partial","grid":[64],"block":[256],'
+                                       '"args":["x","sums","n"]}, {"kernel":"final","grid":[1],"block":[64],'
+                                       '"args":["sums","out"]}]\' (args: task params, scratch buffers, or '
+                                       '{"value":EXPR,"dtype":"int32"})')
+    ev.add_argument("--scratch", help='scratch buffers of the sequence as JSON, e.g. \'[{"name":"sums","dtype":"float32",'
+                                      '"count":64}]\'')
     ev.add_argument("-D", "--define", action="append", default=[], metavar="NAME=VALUE", help="#define (repeatable)")
     ev.add_argument("--backend", choices=available_backends(), help="execution backend (default: cuda if a GPU is present)")
     ev.add_argument("--seed", type=int, help="input seed (default: fresh; always recorded)")
@@ -227,8 +233,14 @@ def _candidate(task, args: argparse.Namespace) -> candidates.Candidate:
     else:
         cand = candidates.baseline(task)
     update: dict = {}
-    if args.launch:
-        update["launch"] = LaunchSpec.model_validate(json.loads(args.launch))
+    if args.launch and args.launches:
+        raise ValueError("--launch and --launches exclude each other")
+    if args.launch:  # one launch replaces a sequence and its scratch buffers
+        update.update(launch=LaunchSpec.model_validate(json.loads(args.launch)), launches=None, scratch=[])
+    if args.launches:
+        update.update(launch=None, launches=json.loads(args.launches))
+    if args.scratch:
+        update["scratch"] = json.loads(args.scratch)
     if args.define:
         update["defines"] = {**cand.defines, **_assignments(args.define, str)}
     return candidates.Candidate.model_validate({**cand.model_dump(), **update}) if update else cand

@@ -27,7 +27,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from cudaopt_mcp.api import CaseArg, EvaluateOutput, JobId, ProfileOutput, SanitizeOutput
+from cudaopt_mcp.api import CaseArg, EvaluateOutput, JobId, Kernel, Launches, ProfileOutput, SanitizeOutput, Scratch
 from cudaopt_mcp.server.tool_calls import REFUSALS, refusals_as_tool_errors, state_of, tool, tool_result
 from cudaopt_mcp.server.tools import (
     OVERWRITES,
@@ -160,7 +160,8 @@ class JobTable:
 
 def register(server: MCPServer, table: JobTable) -> None:
     @tool(server, annotations=OVERWRITES, title="Start long work in the background")
-    async def start_evaluation(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
+    async def start_evaluation(ctx: Context, run_id: RunId, source: Source = None, kernel: Kernel = None,
+                               launch: Launch = None, launches: Launches = None, scratch: Scratch = None,
                                defines: Defines = None, options: Options = None, tunables: Tunables = None,
                                candidate_id: Annotated[str | None, Field(description="evaluate this stored candidate "
                                                                                      "instead of a new one (required "
@@ -181,7 +182,8 @@ def register(server: MCPServer, table: JobTable) -> None:
         when its status is "done", its result is exactly what the direct tool would have returned (and
         the run's best and records are updated the same way)."""
         state = state_of(ctx)
-        cand = CandidateArgs(source=source, launch=launch, defines=defines, options=options, tunables=tunables)
+        cand = CandidateArgs(source=source, kernel=kernel, launch=launch, launches=launches, scratch=scratch,
+                             defines=defines, options=options, tunables=tunables)
         if what == "evaluate":
             timing = TimingArgs(roles=roles, seed=seed, warmup=warmup, reps=reps, timeout_s=timeout_s)
             work = functools.partial(evaluations.execute_step, state, "evaluate", run_id, candidate_id=candidate_id,

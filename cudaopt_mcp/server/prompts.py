@@ -48,8 +48,7 @@ def render_optimize(state: ServerState, run_id: str, mode: str = "tools") -> str
     values = {
         "run_id": run_id, "backend": info.server_backend, "task_name": summary.name,
         "description": summary.description, "signature": summary.signature, "cases": cases, "tolerances": tolerances,
-        "baseline_launch": json.dumps(summary.baseline_launch.model_dump())
-        + (f" with defines {json.dumps(summary.baseline_defines)}" if summary.baseline_defines else ""),
+        "baseline_launch": _baseline_launch(summary),
         "tunables": json.dumps(summary.tunables) if summary.tunables else "none",
         "baseline_source": _cut(task.read(task.spec.baseline.source), summary.baseline_source_uri),
         "budget": budget, "best": best, "best_source": _best_source(state, run_id, info.best),
@@ -182,3 +181,24 @@ def register(server: MCPServer) -> None:
             return render_optimize(state, run_id, mode)
         except (RunError, ValueError) as exc:  # a bad run id or mode: invalid params, with the reason (not -32603)
             raise MCPError(INVALID_PARAMS, str(exc)) from None
+
+
+def _baseline_launch(summary) -> str:
+    """The baseline's launch (or launch sequence with its scratch buffers), defines and per-case defines."""
+    if summary.baseline_launch is not None:
+        text = json.dumps(summary.baseline_launch.model_dump())
+    else:
+        text = ("a sequence of launches, in order on one stream, timed as one unit: "
+                + json.dumps([s.model_dump(exclude_none=True) for s in summary.baseline_launches])
+                + (f"; scratch buffers {json.dumps([b.model_dump() for b in summary.baseline_scratch])}"
+                   if summary.baseline_scratch else ""))
+    if summary.baseline_kernel:
+        text = f"kernel {summary.baseline_kernel}: {text}"
+    if summary.baseline_defines:
+        text += f" with defines {json.dumps(summary.baseline_defines)}"
+    if summary.size_defines:
+        text += f"; the task #defines per case {json.dumps(summary.size_defines)}"
+    if summary.constants:
+        text += ("; inputs in __constant__ symbols (not kernel arguments): "
+                 + ", ".join(f"{b} -> {sym}" for b, sym in summary.constants.items()))
+    return text

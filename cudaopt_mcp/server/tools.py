@@ -31,7 +31,9 @@ from cudaopt_mcp.api import (  # the bounded argument types, shared with jobs.py
     HistoryOutput,
     InlineFiles,
     InlineSpec,
+    Kernel,
     Launch,
+    Launches,
     ListRunsOutput,
     ListTasksOutput,
     Note,
@@ -41,6 +43,7 @@ from cudaopt_mcp.api import (  # the bounded argument types, shared with jobs.py
     Reps,
     Roles,
     RunId,
+    Scratch,
     SanitizeOutput,
     Seed,
     Source,
@@ -164,7 +167,8 @@ def register(server: MCPServer) -> None:
                        [(out.run.uri, run_id, "application/json")])
 
     @tool(server, name="compile", annotations=OVERWRITES_IDEMPOTENT, title="Compile a candidate")
-    async def compile_tool(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
+    async def compile_tool(ctx: Context, run_id: RunId, source: Source = None, kernel: Kernel = None,
+                           launch: Launch = None, launches: Launches = None, scratch: Scratch = None,
                            defines: Defines = None, options: Options = None, tunables: Tunables = None,
                            note: Note = None) -> Annotated[CallToolResult, CompileOutput]:
         """Compile a candidate kernel with NVRTC for the server's GPU and store it in the run.
@@ -173,7 +177,8 @@ def register(server: MCPServer) -> None:
         the first error line and an excerpt of the log (full log at log_uri). Compiling the same content
         again returns the same candidate_id. A compile error is returned as an error result with the log
         line to fix. Use evaluate (or run/compare/time) with the candidate_id to test it."""
-        cand = CandidateArgs(source=source, launch=launch, defines=defines, options=options, tunables=tunables)
+        cand = CandidateArgs(source=source, kernel=kernel, launch=launch, launches=launches, scratch=scratch,
+                             defines=defines, options=options, tunables=tunables)
         out: CompileOutput = await run_blocking(None, candidates.compile_step, state_of(ctx), run_id, cand, note)
         r = f"{out.registers} registers, {out.spill_store_bytes or 0} B spills" if out.ok else out.first_error
         return tool_result(out, f"{run_id}/{out.candidate_id}: compile {out.status}: {r}",
@@ -181,7 +186,8 @@ def register(server: MCPServer) -> None:
                        is_error=not out.ok)
 
     @tool(server, annotations=OVERWRITES, title="Evaluate a candidate")
-    async def evaluate(ctx: Context, run_id: RunId, source: Source = None, launch: Launch = None,
+    async def evaluate(ctx: Context, run_id: RunId, source: Source = None, kernel: Kernel = None,
+                       launch: Launch = None, launches: Launches = None, scratch: Scratch = None,
                        defines: Defines = None, options: Options = None, tunables: Tunables = None,
                        candidate_id: StoredCandidateId = None,
                        note: Note = None, roles: Roles = None, seed: Seed = None, warmup: Warmup = None,
@@ -197,7 +203,8 @@ def register(server: MCPServer) -> None:
         evidence. On the cpu backend the validation cases and the performance cases sized for a CPU run;
         its timings are CPU wall clock and rank CPU execution, not GPU speed.
         Typically a few seconds; progress notifications are sent while it runs."""
-        cand = CandidateArgs(source=source, launch=launch, defines=defines, options=options, tunables=tunables)
+        cand = CandidateArgs(source=source, kernel=kernel, launch=launch, launches=launches, scratch=scratch,
+                             defines=defines, options=options, tunables=tunables)
         timing = TimingArgs(roles=roles, seed=seed, warmup=warmup, reps=reps, timeout_s=timeout_s)
         out: EvaluateOutput = await run_blocking(ctx, evaluations.execute_step, state_of(ctx), "evaluate", run_id,
                                                  candidate_id=candidate_id, candidate=cand, note=note, timing=timing)
@@ -319,7 +326,8 @@ def register(server: MCPServer) -> None:
                              correct_candidates=correct[-CORRECT_LISTED:], correct_total=len(correct))
             if record is not None:
                 cand = candidates.load_candidate(state, run_id, record.candidate_id)
-                out.launch, out.defines = cand.launch, dict(cand.defines)
+                out.kernel, out.launch, out.defines = cand.kernel_name, cand.launch, dict(cand.defines)
+                out.launches, out.scratch = cand.launches, list(cand.scratch)
             else:
                 out.note = "no scored correct candidate yet (a score needs timed performance cases)"
             return out

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from harness_tools.task.spec import Expr, LaunchSpec
+from harness_tools.task.spec import Expr, LaunchSpec, LaunchStep, ScratchBuffer
 
 Role = Literal["validation", "performance"]
 
@@ -18,7 +18,10 @@ class CandidateArgs(BaseModel):
     """A new candidate: each part left out comes from the task's baseline (or its tunable kernel)."""
 
     source: str | None = None
+    kernel: str | None = None
     launch: LaunchSpec | None = None
+    launches: list[LaunchStep] | None = None
+    scratch: list[ScratchBuffer] | None = None
     defines: dict[str, Expr] | None = None
     options: list[str] | None = None
     tunables: dict[str, int] | None = None

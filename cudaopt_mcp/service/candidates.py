@@ -21,6 +21,7 @@ from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.arguments import CandidateArgs
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import Candidate, CompileResult, Task, compile_candidate
+from harness_tools.errors import CandidateError
 from harness_tools.task import candidate as candidates
 
 
@@ -33,8 +34,16 @@ def build_candidate(task: Task, args: CandidateArgs) -> Candidate:
     fields = base.model_dump()
     if source is not None:
         fields["source"] = source
-    if launch is not None:
-        fields["launch"] = launch.model_dump()
+    if args.kernel is not None:
+        fields["kernel_name"] = args.kernel
+    if launch is not None and args.launches is not None:
+        raise StepRefused("give either 'launch' (one launch) or 'launches' (a sequence), not both")
+    if launch is not None:  # one launch replaces the base's sequence and its scratch
+        fields.update(launch=launch.model_dump(), launches=None, scratch=[])
+    if args.launches is not None:
+        fields.update(launch=None, launches=[step.model_dump() for step in args.launches])
+    if args.scratch is not None:
+        fields["scratch"] = [buf.model_dump() for buf in args.scratch]
     if defines:
         fields["defines"] = {**fields["defines"], **defines}
     if options:
@@ -79,6 +88,11 @@ def load_candidate(state: ServerState, run_id: str, candidate_id: str) -> Candid
 def compile_stored(state: ServerState, run_id: str, candidate_id: str, cand: Candidate,
              timeout_s: float | None = None) -> CompileResult:
     arch = state.backend().device_info().arch
+    task = state.store.task(run_id)
+    try:  # a task with per-case size_defines: the compile its first case gets
+        cand = candidates.for_case(cand, task, task.spec.cases[0].sizes)
+    except CandidateError:
+        pass  # the candidate sets a define the task sets per case: evaluating it says so
     result = compile_candidate(cand, arch, timeout_s=timeout_s)
     store = state.store
     store.write_artifact(run_id, candidate_id, "compile.log", result.full_log)

@@ -59,13 +59,19 @@ def first_error(log: str) -> str | None:
 
 # ---- tasks -------------------------------------------------------------------------------------------
 def signature(task: Task) -> str:
+    """The signature a one-launch candidate must have; for a task whose baseline is a launch sequence, what each
+    step passes is in its args, so this names the sequence and the task's arguments instead."""
     parts = []
-    for p in task.spec.params:
+    for p in task.spec.arguments:
         ctype = CTYPES[p.dtype]
         if isinstance(p, BufferParam):
             parts.append(f"{'const ' if p.role == 'in' else ''}{ctype}* {p.name}")
         else:
             parts.append(f"{ctype} {p.name}")
+    if task.spec.baseline.launches is not None:
+        kernels = ", ".join(dict.fromkeys(s.kernel or task.spec.kernel_name for s in task.spec.baseline.launches))
+        return (f"a launch sequence of {kernels} (baseline_launches: each kernel takes the arguments its step's args "
+                f"name, scratch buffers included); the task's arguments: {', '.join(parts)}")
     return f'extern "C" __global__ void {task.spec.kernel_name}({", ".join(parts)})'
 
 
@@ -85,6 +91,9 @@ def task_summary(task: Task, run_id: str) -> TaskSummary:
         params=params, cases=[CaseInfo(name=c.name, role=c.role, sizes=c.sizes, backends=c.backends) for c in spec.cases],
         tolerance={k: ToleranceInfo(atol=v.atol, rtol=v.rtol) for k, v in effective_tolerances(spec).items()},
         reference=spec.reference.kind, baseline_launch=spec.baseline.launch, baseline_defines=dict(spec.baseline.defines),
+        baseline_kernel=spec.baseline.kernel, baseline_launches=spec.baseline.launches,
+        baseline_scratch=list(spec.baseline.scratch), size_defines=dict(spec.size_defines),
+        constants={b.name: b.constant for b in spec.constants if b.constant},
         tunables=dict(spec.tunables.params) if spec.tunables else None,
         tunable_constraints=list(spec.tunables.constraints) if spec.tunables else [],
         baseline_source_uri=task_file_uri(run_id, spec.baseline.source),
