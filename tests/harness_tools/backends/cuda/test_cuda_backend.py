@@ -61,6 +61,22 @@ def test_every_bundled_baseline_is_correct_and_timed(cuda_backend, name):
     assert floor and 0.0005 < floor < 0.05 and all(floor < c.median_ms for c in perf)
 
 
+@pytest.mark.parametrize("name", bundled_task_names())
+def test_the_tunable_kernel_of_every_bundled_task_is_correct_at_its_first_point(cuda_backend, name):
+    from itertools import product
+
+    from harness_tools.task.expressions import evaluate_expression
+
+    task = resolve_task(name)
+    tun = task.spec.tunables
+    names = list(tun.params)
+    config = next(dict(zip(names, v)) for v in product(*(tun.params[n] for n in names))
+                  if all(evaluate_expression(c, dict(zip(names, v))) for c in tun.constraints))
+    result = evaluate(task, candidates.tuned(task, config), cuda_backend, QUICK)
+    assert result.correct, (config, result.failure)
+    assert result.score_ms and result.score_ms > 0
+
+
 def test_wrong_kernel_fails_with_the_first_mismatch(cuda_backend):
     task = resolve_task("sgemm")
     cand = candidates.from_kernel_source(task, task.spec.baseline, SGEMM_WRONG_K)
