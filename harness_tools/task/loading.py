@@ -161,8 +161,8 @@ def _inconsistency(spec: TaskSpec) -> tuple[str, str] | None:
         return problem
     for p in spec.outputs:
         if spec.tolerance_for(p.dtype) is None:
-            return "tolerance", (f"no tolerance for output dtype {p.dtype!r} of {p.name!r} (only bfloat16 and float16 "
-                                 "have a default: docs/dtypes.md)")
+            return "tolerance", (f"no tolerance for output dtype {p.dtype!r} of {p.name!r} (only the 16- and "
+                                 "8-bit floats have a default: docs/dtypes.md)")
     return None
 
 

@@ -114,6 +114,13 @@ class ScalarParam(Strict):
     dtype: DType
     value: Expr
 
+    @field_validator("dtype")
+    @classmethod
+    def _passable(cls, value: str) -> str:
+        if value.startswith("float8"):  # no launcher passes an 8-bit float by value
+            raise ValueError(f"a scalar cannot be {value}: pass it as float32 and convert in the kernel")
+        return value
+
 
 Param = Annotated[BufferParam | ScalarParam, Field(discriminator="kind")]
 

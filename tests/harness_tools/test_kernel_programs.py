@@ -204,11 +204,18 @@ def test_a_constant_declared_with_the_wrong_size_is_named(tmp_path, backend):
 
 
 def test_a_missing_constant_symbol_is_named(tmp_path, backend):
-    source = CONV.replace("__constant__ float taps[FILTER];", "__device__ float taps[FILTER];")
+    source = CONV.replace("taps", "weights")
     task = _write(tmp_path, _conv_spec(), {"conv.cu": source, "reference.py": CONV_REFERENCE})
     result = evaluate(task, candidates.baseline(task), backend, QUICK)
     assert result.cases[0].status == "run_error" and "__constant__" in result.cases[0].message
-    assert "taps" in result.cases[0].message
+    assert "'taps'" in result.cases[0].message
+
+
+def test_a_device_array_can_hold_the_input_as_well(tmp_path, backend):
+    # cuModuleGetGlobal finds __device__ globals too; both backends fill either kind
+    source = CONV.replace("__constant__ float taps[FILTER];", "__device__ float taps[FILTER];")
+    task = _write(tmp_path, _conv_spec(), {"conv.cu": source, "reference.py": CONV_REFERENCE})
+    assert evaluate(task, candidates.baseline(task), backend, QUICK).correct
 
 
 def test_the_kernel_signature_leaves_out_constant_inputs(tmp_path):
@@ -317,3 +324,10 @@ def test_engine_kernel_names_are_refused_in_task_files_but_the_engine_builds_its
         candidates.LaunchStep(kernel="cudaopt_evict", grid=[1], block=[1])
     # the cuda worker compiles its helper kernels as candidates: the name itself is well formed
     assert candidates.Candidate(source="", kernel_name="cudaopt_digest", launch={"grid": [1], "block": [1]})
+
+
+def test_an_fp8_scalar_is_refused_at_load_time(tmp_path):
+    spec = _scale_spec({"launch": {"grid": [1], "block": [1]}})
+    spec["params"].append({"kind": "scalar", "name": "s", "dtype": "float8_e4m3", "value": 1})
+    with pytest.raises(TaskSpecError, match="pass it as float32"):
+        _write(tmp_path, spec, {"scale.cu": TEMPLATED, "reference.py": SCALE_REFERENCE})

@@ -162,7 +162,8 @@ def _unpacked(position: int, arg: ArgSpec) -> str:
 
 
 def missing_constants(request: CaseRequest) -> list[str]:
-    """__constant__ symbols the task fills that the source does not declare (the launcher would not build)."""
+    """Symbols the task fills that the source declares neither __constant__ nor __device__ (the launcher would
+    not build). As on a GPU, where cuModuleGetGlobal finds either kind, a __device__ array works too."""
     text = "\n".join(t for _, t in code_lines(request.source, blank_literals=True))
     return [a.constant for a in request.args if a.constant is not None
-            and not re.search(rf"__constant__[^;{{}}]*\b{re.escape(a.constant)}\b", text)]
+            and not re.search(rf"__(constant|device)__[^;{{}}]*\b{re.escape(a.constant)}\b", text)]

@@ -210,7 +210,7 @@ class CudaExecutor:
             err, ptr, size = cu.cuModuleGetGlobal(module, arg.constant.encode())
             if err != cu.CUresult.CUDA_SUCCESS:
                 return (f"the source declares no __constant__ symbol {arg.constant!r} (the task fills it from "
-                        f"{arg.name}); declare it as __constant__ {arg.dtype} {arg.constant}[...] at namespace scope")
+                        f"{arg.name}); declare it at namespace scope, e.g. __constant__ float {arg.constant}[N]")
             if int(size) != nbytes:
                 return (f"__constant__ {arg.constant} is {int(size)} bytes in the kernel but {arg.name} holds {nbytes} "
                         "bytes: declare it with the buffer's exact size")

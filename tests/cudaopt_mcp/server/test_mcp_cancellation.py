@@ -62,7 +62,9 @@ async def _next_call_after(c: Client, run_id: str, cancelled_at: float) -> tuple
     running: list[float] = []
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
-        if message and message.startswith("running") and not running:
+        # the relay sends the newest stage every 0.2 s: where the first case ends sooner (a GPU), "running ..."
+        # is overtaken by "case ...: passed", which is as late as the engine is held
+        if message and message.startswith(("running", "case ")) and not running:
             running.append(time.monotonic())
 
     nxt = await c.call_tool("evaluate", {"run_id": run_id, "candidate_id": "c0001"}, progress_callback=progress)
