@@ -157,7 +157,8 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
         uri = output_uri(run_id, candidate_id, case, buffer)
 
         def about() -> str:  # said only when the output is refused whole: it scans every element
-            s = S.output_summary(path, case, buffer, uri, pages.parts_of(path.stat().st_size, binary=True))
+            s = S.output_summary(path, case, buffer, uri, pages.parts_of(path.stat().st_size, binary=True),
+                                 _buffer_dtype(state_of(), run_id, buffer))
             return f" ({s.dtype} {s.shape}, finite range [{s.min}, {s.max}], {s.nan_count} NaN; summary at {uri}/summary)"
         return pages.binary_part(path, uri, part, about)
 
@@ -170,7 +171,13 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
         path = _output_path(state_of(), run_id, candidate_id, case, buffer)
         uri = output_uri(run_id, candidate_id, case, buffer)
         parts = pages.parts_of(path.stat().st_size, binary=True)
-        return S.output_summary(path, case, buffer, uri, parts).model_dump_json(indent=1, exclude_none=True)
+        return S.output_summary(path, case, buffer, uri, parts, _buffer_dtype(state_of(), run_id, buffer)).model_dump_json(
+            indent=1, exclude_none=True)
+
+
+def _buffer_dtype(state: ServerState, run_id: str, buffer: str) -> str | None:
+    """The dtype the run's task gives this output buffer (None: no such buffer)."""
+    return next((b.dtype for b in state.store.task(run_id).spec.outputs if b.name == buffer), None)
 
 
 def _reader(family: str, state_of: Callable[[], ServerState], suffix: str, binary: bool):

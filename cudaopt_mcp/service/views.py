@@ -182,10 +182,12 @@ def history_line(event: dict[str, Any]) -> str:
     return f"{when} {event.get('event', '?')} {text}"[:MESSAGE_CHARS]
 
 
-def output_summary(path: Path, case: str, buffer: str, uri: str, parts: int) -> OutputSummary:
-    """Shape, dtype, finite range and NaN/Inf counts of a kept .npy output (memory-mapped: it may be 64 MiB)."""
-    # the engine writes 2-byte raw records for bfloat16 only (a .npy header cannot name it)
-    array = as_dtype(np.load(path, mmap_mode="r", allow_pickle=False), "bfloat16")
+def output_summary(path: Path, case: str, buffer: str, uri: str, parts: int, dtype: str | None = None) -> OutputSummary:
+    """Shape, dtype, finite range and NaN/Inf counts of a kept .npy output (memory-mapped: it may be 64 MiB).
+
+    ``dtype``: the task's dtype of the buffer. The engine stores ml_dtypes' floats (bfloat16, fp8) as raw records
+    a .npy header cannot name; without it a 2-byte record is read as bfloat16 and a 1-byte one stays raw."""
+    array = as_dtype(np.load(path, mmap_mode="r", allow_pickle=False), dtype or "bfloat16")
     low = high = None
     nan = inf = 0
     if array.size and (array.dtype.kind in "fc" or is_bfloat16(array.dtype)):

@@ -47,6 +47,17 @@ def test_a_launch_sequence_task_is_summarised_evaluated_and_re_launched_through_
 
             both = await call(c, "evaluate", run_id=run_id, launches=steps, launch={"grid": [1], "block": [1]})
             assert both.is_error and "either 'launch'" in text(both)
+
+            huge = [{**SCRATCH[0], "count": "n * 1000000000"}]
+            too_big = await call(c, "evaluate", run_id=run_id, scratch=huge)
+            assert too_big.is_error and "scratch.0 (partials)" in text(too_big) and "at most" in text(too_big)
+
+            missing = [TWO_PASS_LAUNCHES[0], {**TWO_PASS_LAUNCHES[1], "kernel": "final_summ"}]
+            absent = await call(c, "evaluate", run_id=run_id, launches=missing)
+            assert absent.is_error and "final_summ" in text(absent)
+
+            reserved = await call(c, "evaluate", run_id=run_id, kernel="cudaopt_digest", launch={"grid": [1], "block": [1]})
+            assert reserved.is_error and "engine's own" in text(reserved)
     anyio.run(main)
 
 
