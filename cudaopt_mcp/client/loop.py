@@ -188,7 +188,8 @@ def _proposal_from_meta(meta: dict[str, Any]) -> Proposal | None:
     if meta.get("tunables"):
         return Proposal(tunables=meta["tunables"], note=meta.get("note") or "")
     cand = meta.get("candidate") or {}
-    return Proposal(source=cand.get("source"), launch=cand.get("launch"), defines=cand.get("defines") or None,
+    return Proposal(source=cand.get("source"), launch=cand.get("launch"), launches=cand.get("launches"),
+                    scratch=cand.get("scratch") or None, defines=cand.get("defines") or None,
                     options=cand.get("options") or None, note=(meta.get("note") or "")[:500])
 
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
-from cudaopt_mcp.api import EvaluateOutput, Expr, LaunchSpec, TaskSummary
+from cudaopt_mcp.api import EvaluateOutput, Expr, LaunchSpec, LaunchStep, ScratchBuffer, TaskSummary
 
 
 class Proposal(BaseModel):
@@ -22,6 +22,8 @@ class Proposal(BaseModel):
 
     source: str | None = Field(None, description="complete CUDA C++ source")
     launch: LaunchSpec | None = None
+    launches: list[LaunchStep] | None = Field(None, description="a launch sequence instead of one launch")
+    scratch: list[ScratchBuffer] | None = Field(None, description="the sequence's scratch buffers")
     defines: dict[str, Expr] | None = None
     options: list[str] | None = None
     tunables: dict[str, int] | None = Field(None, description="a point of the task's own tunable kernel's space")

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cudaopt_mcp.api import LaunchSpec
+from cudaopt_mcp.api import LaunchSpec, LaunchStep, ScratchBuffer
 from cudaopt_mcp.client.proposal import NoProposal, Proposal
 
 SCHEMA_NAME = "cuda_candidate"
@@ -26,7 +26,7 @@ _EXPRS = {"type": "array", "items": {"type": "string"}, "description": "1 to 3 e
 REPLY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["note", "source", "launch", "defines", "options"],
+    "required": ["note", "source", "launch", "launches", "scratch", "defines", "options"],
     "properties": {
         "note": {"type": "string", "description": "one line: the idea behind this candidate"},
         "source": {"type": "string", "description": "the complete CUDA C++ source of the candidate"},
@@ -45,6 +45,33 @@ REPLY_SCHEMA: dict[str, Any] = {
                 },
                 {"type": "null"},
             ],
+        },
+        "launches": {
+            "description": "instead of launch: a sequence of kernel launches run in order and timed as one unit "
+                           "(tasks whose baseline is a sequence), or null to keep the baseline's",
+            "anyOf": [{"type": "array", "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["kernel", "grid", "block", "shared_mem", "args"],
+                "properties": {
+                    "kernel": {"type": "string", "description": "kernel name or name expression (gemm<128, 64>)"},
+                    "grid": _EXPRS,
+                    "block": _EXPRS,
+                    "shared_mem": {"type": "string", "description": "dynamic shared memory bytes expression"},
+                    "args": {"type": "array", "description": "in order: task params and scratch buffers by name, or "
+                                                             "{value, dtype} for a computed scalar",
+                             "items": {"anyOf": [{"type": "string"}, {
+                                 "type": "object", "additionalProperties": False, "required": ["value", "dtype"],
+                                 "properties": {"value": {"type": "string"}, "dtype": {"type": "string"}}}]}},
+                }}}, {"type": "null"}],
+        },
+        "scratch": {
+            "description": "device buffers the launches share (name, dtype, count expression), or null",
+            "anyOf": [{"type": "array", "items": {
+                "type": "object", "additionalProperties": False, "required": ["name", "dtype", "count"],
+                "properties": {"name": {"type": "string"}, "dtype": {"type": "string"},
+                               "count": {"type": "string", "description": "elements, an expression"}}}},
+                {"type": "null"}],
         },
         "defines": {
             "type": "array",
@@ -73,7 +100,9 @@ JSON_FORMAT = """Reply with one JSON object and nothing else:
  "launch": {"grid": ["<expr>", ...], "block": ["<expr>", ...], "shared_mem": "<expr>"} or null,
  "defines": [{"name": "<NAME>", "value": "<value>"}, ...], "options": ["<nvrtc option>", ...]}
 
-`launch: null` keeps the baseline's launch configuration; use empty lists for no defines or options."""
+`launch: null` keeps the baseline's launch configuration; use empty lists for no defines or options. Where the
+task's baseline is a launch sequence, give "launches" (each {"kernel", "grid", "block", "shared_mem", "args"})
+and "scratch" instead of "launch", or null for both to keep the baseline's."""
 
 FENCED_FORMAT = """Reply with exactly two fenced blocks and nothing else. First the complete source:
 
@@ -86,7 +115,9 @@ then its settings (omit keys you do not need; a missing launch keeps the baselin
 ```json
 {"note": "<one line: the idea>", "launch": {"grid": ["<expr>"], "block": ["<expr>"], "shared_mem": "<expr>"},
  "defines": {"<NAME>": "<value>"}, "options": ["<nvrtc option>"]}
-```"""
+```
+
+(a task whose baseline is a launch sequence takes "launches" and "scratch" in place of "launch")"""
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+#.-]*)[^\n]*\n(.*?)(?:\n[ \t]*```|\Z)", re.DOTALL)
 _CODE_LANGS = {"", "cuda", "cu", "cpp", "c++", "cxx", "c", "cc", "h", "hpp"}
@@ -151,9 +182,14 @@ def _from_fields(fields: dict[str, Any], source: str | None) -> Proposal | NoPro
     note = " ".join(str(note).split())[:_MAX_NOTE]  # one line, within Proposal's limit rather than refused
     try:
         launch = _launch(fields.get("launch"))
+        launches = _launches(fields.get("launches"))
+        scratch = _scratch(fields.get("scratch"))
+        if launch is not None and launches is not None:
+            raise ValueError("give either launch or launches, not both")
         defines = _defines(fields.get("defines"))
         options = fields.get("options") or None
-        return Proposal(source=source.strip("\n") + "\n", launch=launch, defines=defines, options=options, note=note)
+        return Proposal(source=source.strip("\n") + "\n", launch=launch, launches=launches, scratch=scratch,
+                        defines=defines, options=options, note=note)
     except (ValidationError, ValueError, TypeError) as exc:
         return _unusable(_describe(exc))
 
@@ -175,6 +211,37 @@ def _launch(value: Any) -> LaunchSpec | None:
         return LaunchSpec.model_validate(fields)
     except ValidationError as exc:
         raise ValueError("invalid launch: " + _describe(exc)) from None
+
+
+def _launches(value: Any) -> list[LaunchStep] | None:
+    if value in (None, [], ""):
+        return None
+    if not isinstance(value, list) or not all(isinstance(step, dict) for step in value):
+        raise ValueError("launches must be a list of objects with kernel/grid/block/shared_mem/args")
+    steps = []
+    for index, step in enumerate(value):
+        base = _launch({k: step.get(k) for k in ("grid", "block", "shared_mem")})
+        args = step.get("args")
+        if isinstance(args, list):
+            args = [{"value": _expr(a.get("value")), "dtype": a.get("dtype")} if isinstance(a, dict) else a for a in args]
+        try:
+            steps.append(LaunchStep.model_validate({**(base.model_dump() if base else {}), "kernel": step.get("kernel"),
+                                                    "args": args or None}))
+        except ValidationError as exc:
+            raise ValueError(f"invalid launches.{index}: " + _describe(exc)) from None
+    return steps
+
+
+def _scratch(value: Any) -> list[ScratchBuffer] | None:
+    if value in (None, [], ""):
+        return None
+    if not isinstance(value, list):
+        raise ValueError("scratch must be a list of {name, dtype, count}")
+    try:
+        return [ScratchBuffer.model_validate({**b, "count": _expr(b.get("count"))} if isinstance(b, dict) else b)
+                for b in value]
+    except ValidationError as exc:
+        raise ValueError("invalid scratch: " + _describe(exc)) from None
 
 
 def _defines(value: Any) -> dict[str, Any] | None:

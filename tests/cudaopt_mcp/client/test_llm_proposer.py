@@ -73,7 +73,8 @@ def test_structured_reply_becomes_a_proposal_and_the_request_is_what_the_api_exp
     assert body["response_format"]["type"] == "json_schema"
     assert body["response_format"]["json_schema"]["strict"] is True
     schema = body["response_format"]["json_schema"]["schema"]
-    assert set(schema["required"]) == set(schema["properties"]) == {"note", "source", "launch", "defines", "options"}
+    assert set(schema["required"]) == set(schema["properties"]) == {"note", "source", "launch", "launches", "scratch",
+                                                                     "defines", "options"}
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert body["messages"][1]["content"] == context.prompt
     assert "expert CUDA" in body["messages"][0]["content"] and "$reply_format" not in body["messages"][0]["content"]

@@ -130,6 +130,35 @@ def test_schema_is_strict_everywhere():
                 yield from objects(value)
 
     found = list(objects(REPLY_SCHEMA))
-    assert len(found) == 3
+    assert len(found) == 6  # the reply, launch, a launch step, a computed argument, a scratch buffer, a define
     for node in found:
         assert node["additionalProperties"] is False and set(node["required"]) == set(node["properties"])
+
+
+def test_a_launch_sequence_with_scratch_and_a_computed_argument():
+    steps = [{"kernel": "partial", "grid": ["ceil_div(n, 256)"], "block": ["256"], "shared_mem": "0",
+              "args": ["x", "sums", "n"]},
+             {"kernel": "final", "grid": ["1"], "block": ["64"], "shared_mem": "",
+              "args": ["sums", "out", {"value": "ceil_div(n, 256)", "dtype": "int32"}]}]
+    reply = json.dumps({"note": "two passes", "source": KERNEL, "launch": None, "launches": steps,
+                        "scratch": [{"name": "sums", "dtype": "float32", "count": "ceil_div(n, 256)"}],
+                        "defines": [], "options": []})
+    result = parse_reply(reply)
+    assert isinstance(result, Proposal) and result.launch is None
+    assert [s.kernel for s in result.launches] == ["partial", "final"]
+    assert result.launches[0].block == [256] and result.launches[1].args[2].value == "ceil_div(n, 256)"
+    assert result.scratch[0].name == "sums"
+    args = result.tool_arguments()
+    assert args["launches"][1]["args"][2] == {"value": "ceil_div(n, 256)", "dtype": "int32"} and "launch" not in args
+
+
+@pytest.mark.parametrize("fields, words", [
+    ({"launches": [{"kernel": "k", "grid": [], "block": [1]}]}, "grid:"),
+    ({"launches": [{"kernel": "bad name", "grid": [1], "block": [1]}]}, "invalid launches.0"),
+    ({"launches": "two"}, "launches must be a list"),
+    ({"launch": {"grid": [1], "block": [1]}, "launches": [{"kernel": "k", "grid": [1], "block": [1]}]},
+     "either launch or launches"),
+    ({"scratch": [{"name": "s", "dtype": "float33", "count": 4}]}, "invalid scratch"),
+])
+def test_invalid_launch_sequences(fields, words):
+    assert words in unusable(json.dumps({"source": KERNEL, **fields}))

@@ -173,3 +173,31 @@ def test_optimize_with_the_llm_proposer_end_to_end(llm_server, tmp_path):
     for path in run.rglob("*"):
         if path.is_file() and path.suffix in (".json", ".jsonl", ".cu", ".log"):
             assert FAKE_KEY not in path.read_text()
+
+
+def test_the_llm_proposes_its_own_launch_sequence_on_a_two_kernel_task(llm_server, tmp_path):
+    tuned = (BUNDLED_DIR / "softmax_split" / "tuned.cu").read_text()
+    source = tuned  # its tunables come as defines, so the launch expressions see them too
+    defines = [{"name": "THREADS", "value": "128"}, {"name": "CHUNK", "value": "2048"}, {"name": "VEC", "value": "4"}]
+    grid = ["ceil_div(cols, CHUNK)", "rows"]
+    steps = [{"kernel": "softmax_chunk_stats", "grid": grid, "block": ["THREADS"], "shared_mem": "0",
+              "args": ["x", "st", "rows", "cols"]},
+             {"kernel": "softmax_chunk_write", "grid": grid, "block": ["THREADS"], "shared_mem": "0",
+              "args": ["x", "st", "y", "rows", "cols"]}]
+    scratch = [{"name": "st", "dtype": "float32", "count": "2 * rows * ceil_div(cols, CHUNK)"}]
+    missing_pass = steps[:1]  # the writes never happen: every y stays poisoned
+    llm_server.script = [
+        completion(json.dumps({"note": "online stats, 2048-column chunks", "source": source, "launch": None,
+                               "launches": steps, "scratch": scratch, "defines": defines, "options": []}), USAGE),
+        completion(json.dumps({"note": "skip the second pass", "source": source, "launch": None,
+                               "launches": missing_pass, "scratch": scratch, "defines": defines, "options": []}), USAGE)]
+    out = optimize("softmax_split", "--proposer", "llm", "--base-url", llm_server.base_url, "--max-iterations", "2",
+                   "--results", str(tmp_path / "results"), "--json", "--no-confirm",
+                   env={"OPENAI_API_KEY": FAKE_KEY})
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert [a["status"] for a in summary["attempts"]] == ["correct", "correct", "incorrect"], summary["attempts"]
+    assert [s["kernel"] for s in summary["attempts"][1]["proposal"]["launches"]] == ["softmax_chunk_stats",
+                                                                                     "softmax_chunk_write"]
+    first = llm_server.received[0]["body"]["messages"][-1]["content"]
+    assert "a sequence of launches" in first and "softmax_chunk_write" in first
