@@ -42,7 +42,8 @@ def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None =
         hit = _CACHE.get(key)
     if hit is not None:
         return hit.model_copy(update={"cached": True})
-    result, cacheable = _run_isolated(verdict.source, options, arch, kernels, version, timeout_s)
+    target = options[0].split("=", 1)[1]  # the --gpu-architecture _options chose (sm_90a with --arch-specific)
+    result, cacheable = _run_isolated(verdict.source, options, target, kernels, version, timeout_s)
     if not cacheable:  # the compiler was killed or crashed: another try may behave differently
         return result
     with _CACHE_LOCK:
@@ -62,8 +63,14 @@ def _run_isolated(source: str, options: list[str], arch: str, kernels: list[str]
     return CompileResult.model_validate(raw), True
 
 
+ARCH_SPECIFIC = "--arch-specific"  # ours, not NVRTC's: compile for the device's architecture-specific target
+
+
 def _options(candidate: Candidate, arch: str, source: str) -> list[str]:
-    opts = [f"--gpu-architecture={arch}", "--ptxas-options=-v", "-lineinfo"]
+    # sm_90a (wgmma, setmaxnreg) on an sm_90 device: the cubin then loads on that architecture only, which is
+    # the one it is compiled for anyway
+    specific = ARCH_SPECIFIC in candidate.options and not arch.endswith("a")
+    opts = [f"--gpu-architecture={arch}{'a' if specific else ''}", "--ptxas-options=-v", "-lineinfo"]
     if not any(o.lstrip("-").startswith("std=") for o in candidate.options):
         opts.append("-std=c++17")
     if any(h in source for h in CUDA_HEADERS):
@@ -71,6 +78,6 @@ def _options(candidate: Candidate, arch: str, source: str) -> list[str]:
         if include_dir:
             opts.append(f"--include-path={include_dir}")
     opts += [f"-D{name}={value}" for name, value in candidate.defines.items()]
-    return opts + list(candidate.options)
+    return opts + [o for o in candidate.options if o != ARCH_SPECIFIC]
 
 

@@ -40,7 +40,8 @@ _ALLOWED_OPTIONS = re.compile(
     r"^(--use_fast_math|-use_fast_math|--ftz=(true|false)|--prec-div=(true|false)|--prec-sqrt=(true|false)"
     r"|--fmad=(true|false)|--extra-device-vectorization|-lineinfo|--generate-line-info"
     r"|--maxrregcount=\d{1,3}|-maxrregcount=\d{1,3}|-std=c\+\+(14|17|20)|--std=c\+\+(14|17|20)"
-    r"|--restrict|--dopt=(on|off)|-default-device|--split-compile=\d)$"
+    r"|--restrict|--dopt=(on|off)|-default-device|--split-compile=\d"
+    r"|--arch-specific)$"  # the engine's own: the device's arch-specific target (sm_90a), see compile.program
 )
 
 

@@ -259,3 +259,15 @@ def test_a_compile_past_its_timeout_is_an_error_and_the_next_compile_works():
     assert not slow.ok and slow.status == "error" and "did not finish within" in slow.log
     again = compile_candidate(cand("1.0f"), "sm_90")  # not cached as a failure
     assert again.ok and not again.cached and again.cubin
+
+
+def test_arch_specific_targets_sm_90a_so_hopper_only_instructions_compile():
+    source = ('extern "C" __global__ void k(float* x) {\n'
+              '    asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");\n'
+              '    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\\n");\n    x[0] = 1.0f;\n}\n')
+    plain = compile_candidate(Candidate(source=source, kernel_name="k", launch={"grid": [1], "block": [128]}), "sm_90")
+    assert not plain.ok and "not supported on .target 'sm_90'" in plain.log
+    specific = compile_candidate(Candidate(source=source, kernel_name="k", launch={"grid": [1], "block": [128]},
+                                           options=["--arch-specific"]), "sm_90")
+    assert specific.ok and specific.arch == "sm_90a", specific.log
+    assert "--arch-specific" not in specific.log  # ours, never passed to NVRTC
