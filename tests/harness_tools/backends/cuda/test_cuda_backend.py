@@ -8,6 +8,7 @@ from harness_tools.evaluation import EvaluationConfig, evaluate
 from harness_tools.run.timing import TimingPlan
 from harness_tools.task import candidate as candidates
 from harness_tools.task.loading import bundled_task_names, resolve_task
+from harness_tools.task.tunable_space import TunableSpace
 
 pytestmark = pytest.mark.gpu
 
@@ -63,15 +64,10 @@ def test_every_bundled_baseline_is_correct_and_timed(cuda_backend, name):
 
 @pytest.mark.parametrize("name", bundled_task_names())
 def test_the_tunable_kernel_of_every_bundled_task_is_correct_at_its_first_point(cuda_backend, name):
-    from itertools import product
-
-    from harness_tools.task.expressions import evaluate_expression
-
     task = resolve_task(name)
     tun = task.spec.tunables
-    names = list(tun.params)
-    config = next(dict(zip(names, v)) for v in product(*(tun.params[n] for n in names))
-                  if all(evaluate_expression(c, dict(zip(names, v))) for c in tun.constraints))
+    space = TunableSpace(tun.params, tun.constraints)
+    config = space.as_dict(space.valid()[0])  # the first valid point, in the space's fixed order
     result = evaluate(task, candidates.tuned(task, config), cuda_backend, QUICK)
     assert result.correct, (config, result.failure)
     assert result.score_ms and result.score_ms > 0
