@@ -26,8 +26,6 @@ from pathlib import Path
 
 import numpy as np
 
-from harness_tools.task.dtypes import storable
-
 CACHE_BYTES = 2 << 30
 PREFIX = "cudaopt-inputs-"
 
@@ -92,7 +90,7 @@ class InputFiles:
         files = {}
         for name, arr in arrays.items():
             files[name] = folder / f"in_{name}.npy"
-            np.save(files[name], storable(arr))  # fp8/bf16 as raw records: np.load reads them back
+            np.save(files[name], arr)  # the caller gives what np.load reads back (raw records for fp8/bf16)
         size = sum(a.nbytes for a in arrays.values())
         with self._lock:
             self._entries[key] = (files, size)
