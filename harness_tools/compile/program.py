@@ -44,6 +44,7 @@ def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None =
         return hit.model_copy(update={"cached": True})
     target = options[0].split("=", 1)[1]  # the --gpu-architecture _options chose (sm_90a with --arch-specific)
     result, cacheable = _run_isolated(verdict.source, options, target, kernels, version, timeout_s)
+    result = _refuse_shadowed_defines(result, candidate)
     if not cacheable:  # the compiler was killed or crashed: another try may behave differently
         return result
     with _CACHE_LOCK:
@@ -61,6 +62,22 @@ def _run_isolated(source: str, options: list[str], arch: str, kernels: list[str]
         return CompileResult(ok=False, status="error", arch=arch, kernel_name=kernels[0], log=failure, full_log=failure,
                              compile_ms=0.0, nvrtc_version=version), False
     return CompileResult.model_validate(raw), True
+
+
+_REDEFINED = re.compile(r'kernel\.cu\(\d+\): warning #47-D: incompatible redefinition of macro "([A-Za-z_]\w*)"')
+
+
+def _refuse_shadowed_defines(result: CompileResult, candidate: Candidate) -> CompileResult:
+    """A source that #defines a name the candidate also sets compiles with the source's value, while launch
+    expressions and scratch sizes see the candidate's: a silent disagreement, refused here with NVRTC's line."""
+    shadowed = [n for n in dict.fromkeys(_REDEFINED.findall(result.full_log)) if n in candidate.defines]
+    if not result.ok or not shadowed:
+        return result
+    note = "".join(f"\nthe source #defines {n}, which the candidate also sets (-D{n}={candidate.defines[n]}, the value "
+                   f"launch expressions see): the kernel would use the source's value; guard it with #ifndef {n} or "
+                   "drop one of them" for n in shadowed)
+    return result.model_copy(update={"ok": False, "status": "error", "cubin": None, "log": cap_log(result.log + note)[0],
+                                     "full_log": result.full_log + note})
 
 
 ARCH_SPECIFIC = "--arch-specific"  # ours, not NVRTC's: compile for the device's architecture-specific target

@@ -271,3 +271,16 @@ def test_arch_specific_targets_sm_90a_so_hopper_only_instructions_compile():
                                            options=["--arch-specific"]), "sm_90")
     assert specific.ok and specific.arch == "sm_90a", specific.log
     assert "--arch-specific" not in specific.log  # ours, never passed to NVRTC
+
+
+def test_a_source_define_that_shadows_a_candidate_define_is_refused():
+    source = '#define CHUNK 2048\nextern "C" __global__ void k(float* x) { x[0] = CHUNK; }\n'
+    shadowed = compile_candidate(Candidate(source=source, kernel_name="k", launch={"grid": [1], "block": ["CHUNK / 64"]},
+                                           defines={"CHUNK": 4096}), "sm_90")
+    assert not shadowed.ok and "the source #defines CHUNK, which the candidate also sets (-DCHUNK=4096" in shadowed.log
+    guarded = source.replace("#define CHUNK 2048", "#ifndef CHUNK\n#define CHUNK 2048\n#endif")
+    assert compile_candidate(Candidate(source=guarded, kernel_name="k", launch={"grid": [1], "block": [64]},
+                                       defines={"CHUNK": 4096}), "sm_90").ok
+    same = source.replace("2048", "4096")  # an identical redefinition is legal C and means the same
+    assert compile_candidate(Candidate(source=same, kernel_name="k", launch={"grid": [1], "block": [64]},
+                                       defines={"CHUNK": 4096}), "sm_90").ok
