@@ -148,7 +148,8 @@ class TaskSummary(BaseModel):
     params: list[ParamInfo]
     cases: list[CaseInfo]
     tolerance: dict[str, ToleranceInfo] = Field(description="per dtype: pass when |out-ref| <= atol + rtol*|ref|")
-    reference: str = Field(description="kind of oracle: numpy (float64), cuda (reference kernel) or stored")
+    reference: str = Field(description="kind of oracle: numpy (float64), torch (float64), cuda (reference kernel) "
+                                       "or stored")
     baseline_launch: LaunchSpec | None = Field(None, description="None where the baseline is a launch sequence")
     baseline_defines: dict[str, Expr]
     baseline_kernel: str | None = Field(None, description="the baseline's kernel where it is not kernel_name")
