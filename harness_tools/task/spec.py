@@ -102,6 +102,11 @@ class BufferParam(Strict):
 
     @model_validator(mode="after")
     def _constant_is_input(self) -> BufferParam:
+        # the symbol is named in the cpu backend's generated lookup, beside its own reserved names (a symbol
+        # "__name" resolved to the lookup's parameter: the input would have been copied onto the stack)
+        if self.constant is not None and self.constant.startswith(("__", "cudaopt_")):
+            raise ValueError(f"__constant__ symbol {self.constant!r}: names starting with '__' are reserved in C++ and "
+                             "'cudaopt_' ones are the engine's; rename it")
         if self.constant is not None and self.role != "in":
             raise ValueError(f"buffer {self.name!r} fills __constant__ symbol {self.constant!r}, so its role must be "
                              f"'in' (kernels cannot write __constant__ memory), not {self.role!r}")

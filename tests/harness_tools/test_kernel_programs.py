@@ -242,6 +242,15 @@ def test_bad_per_case_defines_are_refused_at_load_time(tmp_path, change, field, 
     assert info.value.field == field and words in str(info.value)
 
 
+@pytest.mark.parametrize("symbol", ["__name", "__size", "cudaopt_launch_count"])
+def test_a_constant_symbol_may_not_take_a_reserved_name(tmp_path, symbol):
+    # "__name" was the cpu lookup's own parameter: an 8-byte input would have been copied onto its stack frame
+    spec = _conv_spec()
+    spec["params"][1] = {**spec["params"][1], "constant": symbol}
+    with pytest.raises(TaskSpecError, match="reserved in C\\+\\+"):
+        _write(tmp_path, spec, {"conv.cu": CONV.replace("taps", symbol), "reference.py": CONV_REFERENCE})
+
+
 def test_a_constant_buffer_must_be_an_input_and_cannot_be_passed(tmp_path):
     spec = _conv_spec()
     spec["params"][1] = {**spec["params"][1], "role": "inout"}
