@@ -46,8 +46,8 @@ def build_candidate(task: Task, args: CandidateArgs) -> Candidate:
         fields["scratch"] = [buf.model_dump() for buf in args.scratch]
     if defines:
         fields["defines"] = {**fields["defines"], **defines}
-    if options:
-        fields["options"] = list(options)
+    if options:  # added to the base's own (a tunable kernel's '--arch-specific' stays)
+        fields["options"] = list(dict.fromkeys([*fields["options"], *options]))
     try:
         return Candidate.model_validate(fields)
     except ValidationError as exc:

@@ -27,22 +27,13 @@ from harness_tools.task.launches import (
     ScratchBuffer,
 )
 from harness_tools.task.spec import MAX_DEFINES, MAX_NAME_CHARS, MAX_SOURCE_BYTES, Expr, KernelSource, Task
+from harness_tools.task.spec_fields import MAX_OPTIONS, CompileOption
 
-MAX_OPTIONS = 32
 # CUDA's launch limits (every architecture since sm_20; the per-kernel and per-device ones the worker checks)
 MAX_BLOCK = (1024, 1024, 64)
 MAX_THREADS_PER_BLOCK = 1024
 MAX_GRID = ((1 << 31) - 1, 65535, 65535)
 DEFAULT_MAX_SHARED_BYTES = 227 * 1024  # dynamic shared memory a block may opt in to on sm_90 (H100/H200)
-
-# NVRTC options a candidate may add. Everything that names files or the architecture is ours to set.
-_ALLOWED_OPTIONS = re.compile(
-    r"^(--use_fast_math|-use_fast_math|--ftz=(true|false)|--prec-div=(true|false)|--prec-sqrt=(true|false)"
-    r"|--fmad=(true|false)|--extra-device-vectorization|-lineinfo|--generate-line-info"
-    r"|--maxrregcount=\d{1,3}|-maxrregcount=\d{1,3}|-std=c\+\+(14|17|20)|--std=c\+\+(14|17|20)"
-    r"|--restrict|--dopt=(on|off)|-default-device|--split-compile=\d"
-    r"|--arch-specific)$"  # the engine's own: the device's arch-specific target (sm_90a), see compile.program
-)
 
 
 class Candidate(BaseModel):
@@ -55,7 +46,7 @@ class Candidate(BaseModel):
     launches: list[LaunchStep] | None = Field(None, min_length=1, max_length=MAX_LAUNCHES)
     scratch: list[ScratchBuffer] = Field(default_factory=list, max_length=MAX_SCRATCH)
     defines: dict[str, Expr] = Field(default_factory=dict)
-    options: list[str] = Field(default_factory=list)
+    options: list[CompileOption] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _program(self) -> Candidate:
@@ -77,17 +68,6 @@ class Candidate(BaseModel):
     def _options_count(cls, value: object) -> object:
         if isinstance(value, list) and len(value) > MAX_OPTIONS:
             raise ValueError(f"{len(value)} NVRTC options; at most {MAX_OPTIONS} are accepted")
-        return value
-
-    @field_validator("options")
-    @classmethod
-    def _options(cls, value: list[str]) -> list[str]:
-        for option in value:
-            if not _ALLOWED_OPTIONS.match(option):
-                raise ValueError(
-                    f"NVRTC option {option[:80]!r} is not accepted (architecture, include paths and pre-includes are "
-                    "set by the engine; use 'defines' for macros)"
-                )
         return value
 
     @field_validator("defines", mode="before")
@@ -206,6 +186,7 @@ def from_kernel_source(task: Task, kernel: KernelSource, source: str | None = No
     return Candidate(
         source=source if source is not None else task.read(kernel.source),
         defines=dict(kernel.defines),
+        options=list(kernel.options),
         **_program_fields(task, kernel),
     )
 
@@ -227,7 +208,8 @@ def tuned(task: Task, config: dict[str, int]) -> Candidate:
     if missing:  # launch expressions and constraints may use any of them: a partial point is not a point of the space
         raise CandidateError(f"missing tunables {sorted(missing)}: give every one of {sorted(tun.params)} "
                              f"(values: {', '.join(f'{k} {v}' for k, v in tun.params.items())})")
-    return Candidate(source=task.read(tun.source), defines=dict(config), **_program_fields(task, tun))
+    return Candidate(source=task.read(tun.source), defines=dict(config), options=list(tun.options),
+                     **_program_fields(task, tun))
 
 
 def for_case(candidate: Candidate, task: Task, sizes: dict[str, int]) -> Candidate:

@@ -46,6 +46,7 @@ from harness_tools.task.spec_fields import (  # noqa: F401  (re-exported: the sp
     MAX_HIDDEN_CASES,
     MAX_INT,
     MAX_NAME_CHARS,
+    CompileOptions,
     MAX_PARAMS,
     MAX_SIZES,
     MAX_SOURCE_BYTES,
@@ -194,6 +195,8 @@ class SizeRules(Strict):
 class KernelSource(KernelProgram):
     source: FileName = Field(description="file name inside the task folder")
     defines: dict[DefineName, Expr] = Field(default_factory=dict, max_length=MAX_DEFINES)
+    options: CompileOptions = Field(default_factory=list, description="NVRTC options, as a candidate's (e.g. "
+                                    "'--arch-specific' for a kernel that uses wgmma)")
 
 
 class NumpyReference(Strict):
@@ -241,6 +244,8 @@ class Tunables(KernelProgram):
     source: FileName
     params: dict[DefineName, list[BoundedInt]] = Field(min_length=1, max_length=MAX_TUNABLES)
     constraints: list[ExprText] = Field(default_factory=list, max_length=MAX_CONSTRAINTS)
+    options: CompileOptions = Field(default_factory=list, description="NVRTC options of every point, as a "
+                                    "candidate's (e.g. '--arch-specific' for a kernel that uses wgmma)")
 
     @field_validator("params")
     @classmethod

@@ -32,6 +32,7 @@ MAX_SOURCE_BYTES = 512 * 1024  # a kernel source: the task's own files and every
 MAX_TASK_ENTRIES = 10_000  # files and folders in a task folder (stored references have one file per case and buffer)
 MAX_CASE_BYTES = 1 << 40  # buffers of one case, on any machine
 MAX_INT = 1 << 64
+MAX_OPTIONS = 32
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
 
@@ -60,3 +61,23 @@ Expr = BoundedInt | BoundedFloat | ExprText
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+# NVRTC options a candidate or a task's kernel may add. Everything that names files or the architecture is ours to set.
+_ALLOWED_OPTIONS = re.compile(
+    r"^(--use_fast_math|-use_fast_math|--ftz=(true|false)|--prec-div=(true|false)|--prec-sqrt=(true|false)"
+    r"|--fmad=(true|false)|--extra-device-vectorization|-lineinfo|--generate-line-info"
+    r"|--maxrregcount=\d{1,3}|-maxrregcount=\d{1,3}|-std=c\+\+(14|17|20)|--std=c\+\+(14|17|20)"
+    r"|--restrict|--dopt=(on|off)|-default-device|--split-compile=\d"
+    r"|--arch-specific)$"  # the engine's own: the device's arch-specific target (sm_90a), see compile.program
+)
+
+
+def _allowed_option(option: str) -> str:
+    if not _ALLOWED_OPTIONS.match(option):
+        raise ValueError(f"NVRTC option {option[:80]!r} is not accepted (architecture, include paths and pre-includes "
+                         "are set by the engine; use 'defines' for macros)")
+    return option
+
+
+CompileOption = Annotated[str, AfterValidator(_allowed_option)]
+CompileOptions = Annotated[list[CompileOption], Field(max_length=MAX_OPTIONS)]

@@ -11,7 +11,7 @@ import pytest
 
 from harness_tools.compile import compile_candidate
 from harness_tools.errors import TaskSpecError
-from harness_tools.task.candidate import baseline
+from harness_tools.task.candidate import baseline, tuned
 from harness_tools.task.loading import bundled_task_names, load_task, resolve_task
 from harness_tools.task.spec import BufferParam
 
@@ -273,3 +273,38 @@ def test_half_outputs_default_to_the_derived_tolerance_and_a_task_may_override_i
     assert task.spec.tolerance_for("float16").rtol == 2.0 ** -10 and task.spec.tolerance_for("float32") is None
     spec["tolerance"] = {"bfloat16": {"atol": 0, "rtol": 0.05}}
     assert load_task(make_task(tmp_path / "stated", spec)).spec.tolerance_for("bfloat16").rtol == 0.05
+
+
+HOPPER_CU = """\
+extern "C" __global__ void scale(const float* x, float* y, int n) {
+    asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");  // sm_90a only
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+
+
+def test_a_tunable_kernel_with_compile_options_builds_its_points_with_them(tmp_path):
+    spec = copy.deepcopy(GOOD)
+    spec["tunables"] = {"source": "hopper.cu", "params": {"THREADS": [128, 256]}, "options": ["--arch-specific"],
+                        "launch": {"grid": ["ceil_div(N, THREADS)"], "block": ["THREADS"]}}
+    folder = make_task(tmp_path / "task", spec)
+    (folder / "hopper.cu").write_text(HOPPER_CU)
+    task = load_task(folder)
+    point = tuned(task, {"THREADS": 128})
+    assert point.options == ["--arch-specific"]
+    compiled = compile_candidate(point, "sm_90")
+    assert compiled.ok and compiled.arch == "sm_90a", compiled.log
+    assert baseline(task).options == []  # the baseline keeps its own (none)
+
+
+@pytest.mark.parametrize("where", ["baseline", "tunables"])
+def test_an_option_the_engine_sets_itself_is_refused_in_the_task_file(tmp_path, where):
+    def mutate(spec):
+        if where == "tunables":
+            spec["tunables"] = {"source": "baseline.cu", "params": {"THREADS": [128]},
+                                "launch": {"grid": ["ceil_div(N, THREADS)"], "block": ["THREADS"]}}
+        spec[where]["options"] = ["--use_fast_math", "-I/etc"]
+
+    err = spec_error(tmp_path, mutate)
+    assert f"{where}.options.1" in str(err) and "'-I/etc' is not accepted" in str(err)
