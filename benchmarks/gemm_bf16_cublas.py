@@ -3,6 +3,10 @@
     python -m benchmarks.gemm_bf16_cublas                        # every valid configuration (on a GPU host)
     python -m benchmarks.gemm_bf16_cublas --sample 40 --top 6    # a seeded sample of the space, then finalists
     python -m benchmarks.gemm_bf16_cublas --config BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=4,GROUP_M=8,MINB=1
+    python -m benchmarks.gemm_bf16_cublas --task gemm_bf16_wgmma --config BN=256,STAGES=4,GROUP_M=8,MINB=1
+
+``--task`` picks the bundled task (default gemm_bf16; gemm_bf16_wgmma has the same contract, cases and baseline,
+and a Hopper wgmma kernel as its tunable one).
 
 Everything the engine measures goes through ``evaluate`` like any candidate: validation cases against the
 float64 oracle, then the task's GPU performance cases (4096³, 8192³, 4096×14336×4096), each launch preceded by
@@ -37,7 +41,7 @@ from harness_tools.task import candidate as candidates
 from harness_tools.task.tunable_space import TunableSpace
 
 SEED = 20261216
-TASK = "gemm_bf16"
+DEFAULT_TASK = "gemm_bf16"
 
 
 def parse_config(text: str) -> dict[str, int]:
@@ -143,16 +147,18 @@ def main() -> int:
     parser.add_argument("--screen-reps", type=int, default=20, help="timed launches per case in the screening pass")
     parser.add_argument("--budget-s", type=float, default=0, help="stop screening after this many seconds (0: never)")
     parser.add_argument("--out", type=Path, help="folder for the JSON record")
+    parser.add_argument("--task", default=DEFAULT_TASK, help=f"the bundled task (default {DEFAULT_TASK}; "
+                                                             "gemm_bf16_wgmma: the same contract, a wgmma kernel)")
     args = parser.parse_args()
 
-    task = resolve_task(TASK)
+    task = resolve_task(args.task)
     cases = task.spec.cases_for(["performance"], "cuda")
     shapes = [dict(c.sizes) for c in cases]
     names = [shape_name(s) for s in shapes]
     configs = chosen_configs(task, args)
     started = time.perf_counter()
     backend = create_backend("cuda")
-    record: dict = {"task": TASK, "seed": SEED, "configs": len(configs)}
+    record: dict = {"task": args.task, "seed": SEED, "configs": len(configs)}
     try:
         device = backend.device_info()
         record["device"] = device.model_dump()
@@ -191,15 +197,15 @@ def main() -> int:
         backend.close()
         if args.out:  # kept even if what follows fails
             args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "gemm_bf16_cublas.json").write_text(json.dumps(record, indent=1))
+            (args.out / f"{args.task}_cublas.json").write_text(json.dumps(record, indent=1))
     cublas = cublas_tflops(shapes)
     record["cublas"] = cublas
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "gemm_bf16_cublas.json").write_text(json.dumps(record, indent=1))
+        (args.out / f"{args.task}_cublas.json").write_text(json.dumps(record, indent=1))
 
     import torch
-    print(f"GPU: {torch.cuda.get_device_name(0)}; {len(screened)} of {len(configs)} configurations screened "
+    print(f"{args.task} on {torch.cuda.get_device_name(0)}; {len(screened)} of {len(configs)} configurations screened "
           f"({sum(r['correct'] for r in screened)} correct), {len(final)} finalists timed with 10 + 100 launches; "
           f"{time.perf_counter() - started:.0f} s")
     ok_final = [r for r in final if r["correct"] and len(r["tflops"]) == len(names)]
