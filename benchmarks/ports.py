@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness_tools import EvaluationConfig, create_backend, evaluate, load_task
+from harness_tools import EvaluationConfig, create_backend, evaluate, load_task, resolve_task
 from harness_tools.run.timing import TimingPlan
 from harness_tools.task import candidate as candidates
 
@@ -54,6 +54,9 @@ SWEEPS: dict[str, list[dict[str, int]]] = {
                             {"BM": 64, "BN": 128, "BK": 16, "TM": 4, "TN": 8}],
     "argmax_dim1": [{"BX": 32, "BY": 8, "UNROLL": 4}, {"BX": 64, "BY": 4, "UNROLL": 8}, {"BX": 32, "BY": 16, "UNROLL": 2}],
     "log_softmax": [{"THREADS": 1024, "ITEMS": 4, "BACKWARD": 1}, {"THREADS": 512, "ITEMS": 8, "BACKWARD": 0}],
+    # a bundled task, not an example: the two-kernel launch sequence against torch.softmax
+    "softmax_split": [{"THREADS": 256, "CHUNK": 8192, "VEC": 4}, {"THREADS": 512, "CHUNK": 16384, "VEC": 4},
+                      {"THREADS": 256, "CHUNK": 4096, "VEC": 4}, {"THREADS": 1024, "CHUNK": 32768, "VEC": 4}],
 }
 
 
@@ -84,6 +87,9 @@ def torch_op(name: str, s: dict[str, int]) -> Callable[[], object] | None:
     if name == "log_softmax":
         x = torch.rand(s["rows"], s["cols"], **cuda)
         return lambda: torch.log_softmax(x, dim=1)
+    if name == "softmax_split":  # a bundled task (two-kernel launch sequence), not an example
+        x = torch.randn(s["rows"], s["cols"], **cuda) * 4 + 80
+        return lambda: torch.softmax(x, dim=1)
     if name == "argmax_dim1":
         x = torch.rand(s["B"], s["D"], s["J"], **cuda)
         return lambda: torch.argmax(x, dim=1)
@@ -167,7 +173,7 @@ def parse_counts(text: str) -> dict[str, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", default=",".join(SWEEPS), help="comma-separated example folders (default: all)")
+    parser.add_argument("--examples", default=",".join(SWEEPS), help="comma-separated examples/ folders or bundled task names (default: all)")
     parser.add_argument("--budget-s", type=float, default=600.0, help="start no evaluation after this many seconds")
     parser.add_argument("--configs", type=parse_counts, default={}, metavar="NAME=K,...",
                         help="configurations to try per example (default 3, from the start of its list)")
@@ -179,7 +185,7 @@ def main() -> int:
     started = time.perf_counter()
     plan = TimingPlan(warmup=args.warmup, reps=args.reps)
     names = [n for n in args.examples.split(",") if n]
-    tasks = {n: load_task(EXAMPLES / n) for n in names}
+    tasks = {n: load_task(EXAMPLES / n) if (EXAMPLES / n).is_dir() else resolve_task(n) for n in names}
     results: dict[str, dict] = {n: {"baseline": None, "configs": [], "torch": {}} for n in names}
     backend = create_backend(args.backend)
 

@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from typing import Any
 
@@ -55,6 +56,7 @@ class Worker:
     def start(self) -> dict[str, Any]:
         # A fresh interpreter via subprocess, not multiprocessing: nothing of the caller's __main__ is
         # re-imported, so the engine works from scripts without a main guard, notebooks and REPLs.
+        started = time.monotonic()
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
         # -P: do not put the current directory first on sys.path; the child imports this very engine.
@@ -85,6 +87,7 @@ class Worker:
             self.kill()
             raise BackendUnavailable(str(payload))
         self.info = payload
+        log.info("worker pid %s for device %d ready in %.3f s", self._process.pid, self.device, time.monotonic() - started)
         return payload
 
     def call(self, op: str, payload: Any, timeout_s: float) -> Any:
@@ -105,7 +108,10 @@ class Worker:
             self.kill()
             raise WorkerTimeout(f"no answer within {timeout_s:g} s; the worker was killed") from None
         except (EOFError, BrokenPipeError, ConnectionResetError, messages.BadFrame, ValueError, TypeError) as exc:
+            lost = time.monotonic()
             code = self._wait(5)
+            log.info("worker pid %s ended %.3f s after its pipe closed (%s)", self._process.pid,
+                     time.monotonic() - lost, _describe_exit(code))
             self.kill()
             cancellation.checkpoint()  # killed because the work was cancelled: not the kernel's doing
             why = f"; {exc}" if isinstance(exc, messages.BadFrame) else ""
@@ -133,8 +139,11 @@ class Worker:
 
     def kill(self) -> None:
         if self._process is not None and self._process.poll() is None:
+            killed = time.monotonic()
             self._process.kill()  # bwrap, or the child itself without a jail: the jail ends with it
-            if self._wait(60) is None:
+            if self._wait(60) is not None:
+                log.info("worker pid %s ended %.3f s after SIGKILL", self._process.pid, time.monotonic() - killed)
+            else:
                 log.warning("worker pid %s did not exit after SIGKILL", self._process.pid)
         if self._process is not None and self._process.poll() is not None:
             jail.release(self._process)

@@ -1,6 +1,8 @@
 """The cuda executor's own kernels: a read-only L2 eviction, a digest of a device buffer, an empty kernel.
 
-Worker side only (imports the driver). Compiled once per worker with NVRTC (through the compile cache).
+Worker side only (imports the driver). Compiled once per worker with NVRTC, in the worker itself: the source is
+ours, not a candidate's, and the jailed compile child a candidate needs would add an interpreter's start (0.6-1.0 s
+on the H200 host) to every respawn, as after a cancelled or timed-out kernel.
 
 - ``cudaopt_evict_l2`` reads a buffer several times the L2's size. A memset flush leaves the L2 full of dirty
   lines, whose write-back then runs inside the timed kernel: about 10 µs per launch on an H200, 12 % of a
@@ -21,9 +23,8 @@ import ctypes
 
 from cuda.bindings import driver as cu  # imported by worker processes only
 
-from harness_tools.compile import compile_candidate
+from harness_tools.compile.nvrtc import nvrtc_version, run_nvrtc
 from harness_tools.errors import BackendError
-from harness_tools.task.candidate import Candidate
 
 SOURCE = r"""
 __device__ __forceinline__ unsigned long long mix64(unsigned long long z)
@@ -73,14 +74,14 @@ extern "C" __global__ void cudaopt_timing_floor_probe() {}
 """
 
 THREADS = 256
+KERNELS = ["cudaopt_digest", "cudaopt_evict_l2", "cudaopt_timing_floor_probe"]
 
 
 class DeviceKernels:
     """The helper kernels of one CUDA context, with the small device scratch they need."""
 
     def __init__(self, arch: str, sm_count: int, stream, ok):
-        compiled = compile_candidate(Candidate(source=SOURCE, kernel_name="cudaopt_digest",
-                                               launch={"grid": ["1"], "block": ["1"]}), arch)
+        compiled = run_nvrtc(SOURCE, [f"--gpu-architecture={arch}", "-std=c++17"], arch, KERNELS, nvrtc_version())
         if not compiled.ok or compiled.cubin is None:
             raise BackendError(f"the executor's helper kernels did not compile:\n{compiled.log}")
         self._ok, self.stream, self.blocks = ok, stream, sm_count * 8

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import logging
 import statistics
 import time
 from collections import OrderedDict
@@ -36,6 +37,7 @@ ILLEGAL_ADDRESS = 700
 GUARD_HINT = ("; this case's buffers each end at an unmapped page, so an access just outside a buffer argument "
               "faults like this (the sanitize inspection names the argument)")
 FLOOR_PLAN = TimingPlan(warmup=10, reps=100)
+log = logging.getLogger(__name__)
 
 
 class CudaFailure(Exception):
@@ -55,6 +57,7 @@ def _ok(result, where: str):
 
 class CudaExecutor:
     def __init__(self, device: int):
+        started = time.perf_counter()
         _ok(cu.cuInit(0), "cuInit")
         self.device = _ok(cu.cuDeviceGet(device), "cuDeviceGet")
         self.context = _ok(cu.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
@@ -73,7 +76,10 @@ class CudaExecutor:
         self.flush_buffer = _ok(cu.cuMemAlloc(self.flush_bytes), "cuMemAlloc(flush)")
         _ok(cu.cuMemsetD32Async(self.flush_buffer, 0, self.flush_bytes // 4, self.stream), "clear flush buffer")
         _ok(cu.cuStreamSynchronize(self.stream), "clear flush buffer")
+        context_s = time.perf_counter() - started  # a respawn's cost after a kill: logged, CUDAOPT_LOG=DEBUG
         self.kernels = DeviceKernels(self.arch, self.sm_count, self.stream, _ok)
+        log.debug("context and flush buffer %.3f s, helper kernels %.3f s", context_s,
+                  time.perf_counter() - started - context_s)
         self.placer = BufferPlacer(device, self.kernels, _ok)
         memory = int(_ok(cu.cuDeviceTotalMem(self.device), "cuDeviceTotalMem"))
         self.resident = ResidentInputs(self.kernels, min(memory // 8, 8 << 30), _ok)
@@ -96,7 +102,9 @@ class CudaExecutor:
 
         name = _ok(cu.cuDeviceGetName(256, self.device), "cuDeviceGetName")
         if self.timing_floor_ms is None:
+            started = time.perf_counter()
             self.timing_floor_ms = self._timing_floor()
+            log.debug("timing floor %.3f s", time.perf_counter() - started)
         driver = int(_ok(cu.cuDriverGetVersion(), "cuDriverGetVersion"))
         return {
             "backend": "cuda", "name": name.split(b"\0", 1)[0].decode(), "arch": self.arch,
