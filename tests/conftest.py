@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
 
 from harness_tools.backends.cuda.backend import gpu_present
+
+# A compile cache of this test session only (servers and CLIs the tests start inherit it): a test that expects a
+# fresh compile must not find one from an earlier session or from the user's own runs.
+os.environ["CUDAOPT_CUBIN_CACHE"] = tempfile.mkdtemp(prefix="cudaopt-test-compile-cache-")
+atexit.register(shutil.rmtree, os.environ["CUDAOPT_CUBIN_CACHE"], True)
 
 
 def pytest_collection_modifyitems(config, items):

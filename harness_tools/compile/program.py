@@ -8,10 +8,13 @@ in a jailed child (:mod:`harness_tools.compile.child`, calling :mod:`harness_too
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 
+from harness_tools.compile import disk_cache
 from harness_tools.compile.child import DEFAULT_TIMEOUT_S, SERVICE
+from harness_tools.compile.headers import HEADERS
 from harness_tools.compile.nvrtc import PROGRAM_NAME, CompileResult, cap_log, cuda_include_dir, nvrtc_version
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.include_guard import CUDA_HEADERS, check_source
@@ -19,6 +22,8 @@ from harness_tools.task.include_guard import CUDA_HEADERS, check_source
 _CACHE: dict[str, CompileResult] = {}
 _CACHE_LOCK = threading.Lock()
 _CACHE_MAX = 256
+# The engine's own headers are part of every program: a change to them changes every key.
+_HEADERS_DIGEST = hashlib.sha256(json.dumps(HEADERS, sort_keys=True).encode()).hexdigest()
 
 
 def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None = None) -> CompileResult:
@@ -37,9 +42,14 @@ def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None =
                              log=cap_log(log)[0], full_log=log, compile_ms=0.0, nvrtc_version=version)
     options = _options(candidate, arch, verdict.source)
     kernels = candidate.kernel_names()
-    key = hashlib.sha256("\0".join([version, arch, *kernels, "", verdict.source, *options]).encode()).hexdigest()
+    key = hashlib.sha256("\0".join([version, _HEADERS_DIGEST, arch, *kernels, "", verdict.source, *options]).encode()
+                         ).hexdigest()
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
+    if hit is None:
+        hit = disk_cache.load(key)  # another process compiled it (a restart, the CLI, an earlier run)
+        if hit is not None:
+            _remember(key, hit)
     if hit is not None:
         return hit.model_copy(update={"cached": True})
     target = options[0].split("=", 1)[1]  # the --gpu-architecture _options chose (sm_90a with --arch-specific)
@@ -47,11 +57,16 @@ def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None =
     result = _refuse_shadowed_defines(result, candidate)
     if not cacheable:  # the compiler was killed or crashed: another try may behave differently
         return result
+    _remember(key, result)
+    disk_cache.store(key, result)
+    return result
+
+
+def _remember(key: str, result: CompileResult) -> None:
     with _CACHE_LOCK:
         if len(_CACHE) >= _CACHE_MAX:
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = result
-    return result
 
 
 def _run_isolated(source: str, options: list[str], arch: str, kernels: list[str], version: str,
