@@ -44,9 +44,6 @@
 #ifndef MINB
 #define MINB 1
 #endif
-#ifndef B_DESC_SWAP
-#define B_DESC_SWAP 0
-#endif
 
 constexpr int kBM = 128, kBK = 64;                      // tile rows, slice depth (64 bf16 = one 128-byte row)
 constexpr int kThreads = 256;                           // two warpgroups
@@ -247,11 +244,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, MINB) gemm_bf16(const __n
     };
 
     // ---- descriptors of stage 0, k step 0; a stage adds kStageBytes, a k step 32 bytes (A) or 2 KiB (B)
-#if B_DESC_SWAP
-    const uint64_t desc_b0 = descriptor(base + kAStageBytes, 1024, kBBandBytes);
-#else
+    // (MN-major B: the leading byte offset steps between 64-column bands, the stride byte offset between 8-row
+    // groups along k; swapped, the B operand reads wrong elements, seen on the H200)
     const uint64_t desc_b0 = descriptor(base + kAStageBytes, kBBandBytes, 1024);
-#endif
+    // (K-major A with 128-byte swizzle: the leading byte offset is unused, 16 by convention)
     const uint64_t desc_a0 = descriptor(base + warpgroup * 64 * 128, 16, 1024);
 
     float acc[kAcc];
