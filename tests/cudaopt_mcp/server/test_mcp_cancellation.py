@@ -12,12 +12,14 @@ from mcp import Client
 
 from tests.cudaopt_mcp.server.test_mcp_transports import stdio
 
-# Spins until killed: without cancellation it would hold the engine for its whole timeout_s.
+# Spins until killed: without cancellation it would hold the engine for its whole timeout_s. The loop reads its
+# input through a volatile pointer: a loop without a side effect may be assumed to end, and NVRTC removes one
+# spinning on a volatile local (it then ran to the end on the GPU, and the cancel met a finished kernel).
 SPINNING_TRANSPOSE = """
 extern "C" __global__ void transpose(const float* in, float* out, int rows, int cols)
 {
-    volatile int spin = 1;
-    while (spin) { }
+    const volatile float* watched = in;
+    while (watched[0] == watched[0]) { }  // the inputs are finite: forever
     out[0] = in[0];
 }
 """

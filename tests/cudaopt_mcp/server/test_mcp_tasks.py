@@ -32,7 +32,7 @@ def test_an_evaluation_becomes_a_task_whose_result_is_the_direct_answer(tmp_path
             assert requester.polls[-1].status == "completed" and requester.polls[-1].result_type == "complete"
             assert any(block.type == "resource_link" for block in out.content)  # the tool's own answer, links and all
             wrong = await c.call_tool("evaluate", {"run_id": run_id, "source": SPINNING_TRANSPOSE.replace(
-                "while (spin) { }", "spin = 0;"), "timeout_s": 30})
+                "while (watched[0] == watched[0]) { }", ""), "timeout_s": 30})
             assert wrong.is_error and requester.polls[-1].status == "completed"  # an error result still completes
             with pytest.raises(MCPError) as unknown:
                 await c.session.send_request(GetTask(params=TaskIdParams(task_id="task-9999-nothere")), TaskState)
