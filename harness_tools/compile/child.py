@@ -1,8 +1,9 @@
 """NVRTC in a process of its own: candidate source is hostile, and a source that makes the compiler hang
 or crash must cost that process only, never the caller (an MCP server, say).
 
-One persistent child (the same :class:`~harness_tools.run.worker.Worker` machinery as the backends) compiles
-on request; a compile that outlasts its timeout kills it, and the next request starts a fresh one. The
+Persistent children (the same :class:`~harness_tools.run.worker.Worker` machinery as the backends), one per compile
+running at once, compile on request; a compile that outlasts its timeout kills its child, and that child's next
+request starts a fresh one. The
 child is jailed (:mod:`harness_tools.run.jail`): NVRTC reads any file it can see, so it sees only the
 interpreter, its packages and the CUDA headers; no network; its address space is bounded
 (``CUDAOPT_COMPILE_MEMORY_MB``, default 4096), so a template explosion stops there, not at the host's limit.
@@ -53,29 +54,51 @@ class NvrtcExecutor:
 
 
 class _CompileService:
+    """Up to ``CUDAOPT_COMPILE_WORKERS`` compiler children (default: the host's cores, at most 8), started as
+    compiles run at once: the loop compiles the next candidates while the GPU times the current one."""
+
     def __init__(self):
-        self._lock = threading.Lock()
-        self._worker: Worker | None = None
+        self._free = threading.Condition()
+        self._idle: list[Worker] = []
+        self._started = 0
+
+    @staticmethod
+    def capacity() -> int:
+        try:
+            return max(1, int(os.environ.get("CUDAOPT_COMPILE_WORKERS", "")))
+        except ValueError:
+            return max(1, min(8, os.cpu_count() or 1))
 
     def compile(self, payload: dict, timeout_s: float) -> tuple[dict | None, str | None]:
         """(result dict, None) or (None, why the compiler process failed)."""
-        with self._lock:
-            if self._worker is None:
-                self._worker = Worker(EXECUTOR, spec=compiler_jail())
-            try:
-                return self._worker.call("compile", payload, timeout_s), None
-            except WorkerTimeout:
-                return None, f"NVRTC did not finish within {timeout_s:g} s; the compile was aborted"
-            except WorkerDied as exc:
-                return None, (f"NVRTC stopped on this source ({exc}): it hit its memory limit of {MEMORY_MB} MiB "
-                              "(CUDAOPT_COMPILE_MEMORY_MB) or crashed; a source that needs more (a template or "
-                              "unrolling explosion) is stopped there")
+        worker = self._take()
+        try:
+            return worker.call("compile", payload, timeout_s), None
+        except WorkerTimeout:
+            return None, f"NVRTC did not finish within {timeout_s:g} s; the compile was aborted"
+        except WorkerDied as exc:
+            return None, (f"NVRTC stopped on this source ({exc}): it hit its memory limit of {MEMORY_MB} MiB "
+                          "(CUDAOPT_COMPILE_MEMORY_MB) or crashed; a source that needs more (a template or "
+                          "unrolling explosion) is stopped there")
+        finally:
+            with self._free:  # a killed child restarts on its next call
+                self._idle.append(worker)
+                self._free.notify()
+
+    def _take(self) -> Worker:
+        with self._free:
+            while not self._idle and self._started >= self.capacity():
+                self._free.wait()
+            if self._idle:
+                return self._idle.pop()
+            self._started += 1
+        return Worker(EXECUTOR, spec=compiler_jail())
 
     def close(self) -> None:
-        with self._lock:
-            if self._worker is not None:
-                self._worker.close()
-                self._worker = None
+        with self._free:
+            idle, self._idle, self._started = self._idle, [], 0
+        for worker in idle:
+            worker.close()
 
 
 SERVICE = _CompileService()
