@@ -19,6 +19,7 @@ import anyio
 
 from cudaopt_mcp.api import (
     BestOutput,
+    CompileOutput,
     CreateRunOutput,
     EvaluateOutput,
     GetRunOutput,
@@ -30,7 +31,7 @@ from cudaopt_mcp.api import (
 )
 from cudaopt_mcp.client.loop_models import LoopConfig, LoopSummary
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext
-from cudaopt_mcp.client.proposers import Proposer, ReportsUsage
+from cudaopt_mcp.client.proposers import Proposer, ProposesAhead, ReportsUsage
 from cudaopt_mcp.client.session import Session
 from cudaopt_mcp.client.terminal import Terminal
 from cudaopt_mcp.errors import SessionError
@@ -50,17 +51,17 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
         proposer.observe(attempts[-1])
         _journal(run_dir, attempts[-1])
     stopped = f"iteration budget of {config.max_iterations} used"
+    ahead: dict[int, Proposal | NoProposal] = {}  # the next iteration's proposal, chosen and compiled meanwhile
     for iteration in range(1, config.max_iterations + 1):
         if config.time_budget_s is not None and time.monotonic() - started > config.time_budget_s:
             stopped = f"time budget of {config.time_budget_s:g} s used"
             break
-        context = ProposalContext(
-            run_id=run_id, backend=backend, task=task, iteration=iteration, max_iterations=config.max_iterations,
-            attempts=attempts, best=_best(attempts), baseline=_baseline(attempts),
-            prompt=await session.prompt("optimize", run_id=run_id, mode="reply") if getattr(proposer, "reads_prompt", True) else "",
-            requests_dir=run_dir / "requests")
-        terminal.proposing(iteration)
-        proposal = await anyio.to_thread.run_sync(proposer.propose, context)
+        if iteration in ahead:
+            proposal = ahead.pop(iteration)
+        else:
+            terminal.proposing(iteration)
+            context = await _context(session, proposer, config, run_id, backend, task, iteration, attempts, run_dir)
+            proposal = await anyio.to_thread.run_sync(proposer.propose, context)
         if isinstance(proposal, NoProposal) and proposal.kind == "exhausted":
             stopped = f"the proposer has nothing new: {proposal.reason}"
             break
@@ -68,7 +69,13 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
             attempt = Attempt(iteration=iteration, status="unusable_reply", failure=proposal.reason)
             terminal.attempt(attempt)
         else:
-            attempt = await _evaluate(session, run_id, proposal, iteration, seed, terminal, timing=_search_timing(config, backend))
+            async with anyio.create_task_group() as tg:
+                if isinstance(proposer, ProposesAhead) and iteration < config.max_iterations:
+                    following = await _context(session, proposer, config, run_id, backend, task, iteration + 1,
+                                               attempts, run_dir)
+                    tg.start_soon(_prepare_ahead, session, proposer, following, run_id, ahead)
+                attempt = await _evaluate(session, run_id, proposal, iteration, seed, terminal,
+                                          timing=_search_timing(config, backend))
         attempts.append(attempt)
         proposer.observe(attempt)
         _journal(run_dir, attempt)
@@ -90,6 +97,28 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
         usage=proposer.usage().model_dump() if isinstance(proposer, ReportsUsage) else None)
     summary.best_kernel = await _best_kernel(session, run_id, run_dir, best)
     return summary
+
+
+async def _context(session: Session, proposer: Proposer, config: LoopConfig, run_id: str, backend: str,
+                   task: TaskSummary, iteration: int, attempts: list[Attempt], run_dir: Path) -> ProposalContext:
+    return ProposalContext(
+        run_id=run_id, backend=backend, task=task, iteration=iteration, max_iterations=config.max_iterations,
+        attempts=list(attempts), best=_best(attempts), baseline=_baseline(attempts),
+        prompt=await session.prompt("optimize", run_id=run_id, mode="reply") if getattr(proposer, "reads_prompt", True) else "",
+        requests_dir=run_dir / "requests")
+
+
+async def _prepare_ahead(session: Session, proposer: ProposesAhead, context: ProposalContext, run_id: str,
+                         ahead: dict[int, Proposal | NoProposal]) -> None:
+    """Choose the next iteration's candidate and compile it while the current one is evaluated: its evaluate then
+    finds the cubin in the server's compile cache (the server compiles outside the run's lock)."""
+    proposal = await anyio.to_thread.run_sync(proposer.propose_ahead, context)
+    ahead[context.iteration] = proposal
+    if isinstance(proposal, Proposal):
+        try:
+            await session.call("compile", CompileOutput, run_id=run_id, **proposal.tool_arguments())
+        except SessionError:
+            pass  # refused: its evaluate says why, as an attempt
 
 
 async def _open_run(session: Session, config: LoopConfig) -> tuple[str, str, TaskSummary]:

@@ -87,18 +87,27 @@ def load_candidate(state: ServerState, run_id: str, candidate_id: str) -> Candid
 
 def compile_stored(state: ServerState, run_id: str, candidate_id: str, cand: Candidate,
              timeout_s: float | None = None) -> CompileResult:
+    """Compile a registered candidate and keep the record (under the run's lock)."""
+    result = compile_for_task(state, state.store.task(run_id), cand, timeout_s)
+    record_compile(state, run_id, candidate_id, result)
+    return result
+
+
+def compile_for_task(state: ServerState, task: Task, cand: Candidate, timeout_s: float | None = None) -> CompileResult:
+    """NVRTC for this server's GPU; needs no lock (the compile cache is shared by threads and processes)."""
     arch = state.backend().device_info().arch
-    task = state.store.task(run_id)
     try:  # a task with per-case size_defines: the compile its first case gets
         cand = candidates.for_case(cand, task, task.spec.cases[0].sizes)
     except CandidateError:
         pass  # the candidate sets a define the task sets per case: evaluating it says so
-    result = compile_candidate(cand, arch, timeout_s=timeout_s)
+    return compile_candidate(cand, arch, timeout_s=timeout_s)
+
+
+def record_compile(state: ServerState, run_id: str, candidate_id: str, result: CompileResult) -> None:
     store = state.store
     store.write_artifact(run_id, candidate_id, "compile.log", result.full_log)
     store.write_artifact(run_id, candidate_id, "compile.json", result.model_dump_json(indent=2))
     store.append_history(run_id, {"event": "compiled", "candidate_id": candidate_id, "status": result.status})
-    return result
 
 
 def compile_step(state: ServerState, run_id: str, args: CandidateArgs, note: str | None) -> CompileOutput:
@@ -106,8 +115,12 @@ def compile_step(state: ServerState, run_id: str, args: CandidateArgs, note: str
         task = state.store.task(run_id)
         cand = build_candidate(task, args)
         candidate_id, reused = register_candidate(state, run_id, task, cand, note, args.tunables)
-        with state.working(run_id, candidate_id):
-            result = compile_stored(state, run_id, candidate_id, cand)
+    with state.working(run_id, candidate_id):
+        # NVRTC outside the run's lock, which an evaluation holds throughout: a client compiles its next candidate
+        # while the current one runs, and that evaluation then finds the cubin in the cache
+        result = compile_for_task(state, task, cand)
+        with state.store.locked(run_id):
+            record_compile(state, run_id, candidate_id, result)
     return compile_output(run_id, candidate_id, result, reused)
 
 

@@ -48,6 +48,17 @@ class ReportsUsage(Protocol):
         ...
 
 
+@runtime_checkable
+class ProposesAhead(Protocol):
+    """A proposer that can name its next candidate before the current one's outcome is known (the tuner: its model
+    treats the pending point as a poor one meanwhile). The loop then compiles that candidate while the current one
+    is evaluated, so the GPU waits for no compile."""
+
+    def propose_ahead(self, context: ProposalContext) -> Proposal | NoProposal:
+        """Like propose(), with the previous proposal still pending (its outcome comes through observe later)."""
+        ...
+
+
 _REGISTRY: dict[str, str] = {
     "tuner": "cudaopt_mcp.client.proposers.tuner:TunerProposer",
     "llm": "cudaopt_mcp.client.proposers.llm:LLMProposer",

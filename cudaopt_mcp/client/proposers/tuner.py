@@ -3,8 +3,10 @@
 It only chooses points of the space; the loop evaluates them (``evaluate`` with ``tunables=``) and
 reports back through :meth:`TunerProposer.observe`. When the untried valid configurations fit in the
 remaining iterations they are all tried, in a fixed order. Otherwise Optuna's TPE sampler chooses,
-through its ask/tell interface, warm-started with the run's earlier attempts. A configuration that
-breaks a constraint is never proposed, and none is proposed twice.
+through its ask/tell interface, warm-started with the run's earlier attempts; when it keeps asking for tried or
+invalid points, a model of the scores so far ranks the untried ones (:mod:`.surrogate`), so every choice after the
+random start is informed by the scores. A configuration that breaks a constraint is never proposed, and none twice.
+:meth:`TunerProposer.propose_ahead` names the next point while the last is still evaluated (the loop's pipeline).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from optuna.trial import Trial, TrialState, create_trial
 
 from cudaopt_mcp.api import TaskSummary
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
+from cudaopt_mcp.client.proposers.surrogate import best_untried
 from harness_tools.task.tunable_space import Config, TunableSpace
 
 # TPE samples at random until this many configurations have a score: a fifth of the budget, 3 to 10.
@@ -27,8 +30,10 @@ from harness_tools.task.tunable_space import Config, TunableSpace
 # 1.19x to 1.14x the optimum on average (15 evaluations: 1.09x to 1.05x) and changed a 60-evaluation
 # run little (median evaluations to within 3 %: 20 against 18.5).
 MIN_STARTUP_TRIALS, MAX_STARTUP_TRIALS = 3, 10
-MAX_ASKS = 32  # TPE asks per proposal before a random untried configuration is taken instead
+MAX_ASKS = 32  # TPE asks per proposal before the fallback model (surrogate.py) ranks the untried ones instead
 SAMPLE_ATTEMPTS = 20_000  # random draws per proposal in a space too large to list
+RANKED_SAMPLE = 128  # untried valid configurations the fallback model ranks in a space too large to list
+FALLBACK = "model: nearest scores, TPE kept asking for tried or invalid ones"
 
 
 class TunerProposer:
@@ -42,9 +47,10 @@ class TunerProposer:
         self._study: optuna.Study | None = None
         self._distributions: dict[str, CategoricalDistribution] = {}
         self._tried: set[Config] = set()
+        self._scores: dict[Config, float | None] = {}  # ms of each evaluated configuration, None: failed
         self._seen: set[tuple[int, str | None, Config | None]] = set()  # attempts already taken into account
         self._early: list[Attempt] = []  # observed before the first propose, when the space is not known yet
-        self._pending: tuple[Config, Trial] | None = None
+        self._pending: dict[Config, Trial] = {}  # proposed, outcome not yet observed (two when proposing ahead)
         self._other_attempts = 0
         self._startup = MAX_STARTUP_TRIALS  # attempts without tunables (the baseline): counted, nothing to learn
 
@@ -59,6 +65,13 @@ class TunerProposer:
         return line
 
     def propose(self, context: ProposalContext) -> Proposal | NoProposal:
+        return self._propose(context, keep_pending=False)
+
+    def propose_ahead(self, context: ProposalContext) -> Proposal | NoProposal:
+        """The next point while the last one is still evaluated (TPE's constant liar counts it as a poor one)."""
+        return self._propose(context, keep_pending=True)
+
+    def _propose(self, context: ProposalContext, keep_pending: bool) -> Proposal | NoProposal:
         task = context.task
         if not task.tunables:
             return NoProposal(kind="exhausted", reason=f"task {task.name!r} has no tunable parameters, "
@@ -68,7 +81,8 @@ class TunerProposer:
         for attempt in [*context.attempts, *self._early]:
             self._record(attempt)
         self._early.clear()
-        self._abandon_pending()
+        if not keep_pending:
+            self._abandon_pending()
         space = self._space
         if space.size == 0:
             return NoProposal(kind="exhausted", reason="a tunable parameter has no values to choose from")
@@ -89,8 +103,8 @@ class TunerProposer:
         asked = self._ask()
         if asked is not None:
             return self._offer(*asked)
-        config = self._rng.choice(untried)
-        return self._offer(config, self._enqueue(config), "random: TPE kept asking for tried or invalid ones")
+        config = best_untried(space, self._scores, untried)
+        return self._offer(config, self._enqueue(config), FALLBACK)
 
     def observe(self, attempt: Attempt) -> None:
         if self._space is None:
@@ -115,17 +129,25 @@ class TunerProposer:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             self._startup = max(MIN_STARTUP_TRIALS, min(MAX_STARTUP_TRIALS, budget // 5))
-            sampler = TPESampler(seed=self._seed, n_startup_trials=self._startup, multivariate=True)
+            # constant_liar: a point proposed ahead, still being evaluated, counts as a poor one, so the next ask
+            # does not land on it or next to it
+            sampler = TPESampler(seed=self._seed, n_startup_trials=self._startup, multivariate=True, constant_liar=True)
         self._study = optuna.create_study(direction="minimize", sampler=sampler)
 
     def _propose_sampled(self) -> Proposal | NoProposal:
-        """A space too large to list: TPE, else random draws with rejection."""
+        """A space too large to list: TPE, else the fallback model over a random sample of untried valid ones."""
         asked = self._ask()
         if asked is not None:
             return self._offer(*asked)
-        config = self._space.sample(self._rng, self._tried, SAMPLE_ATTEMPTS)
-        if config is not None:
-            return self._offer(config, self._enqueue(config), "random: TPE kept asking for tried or invalid ones")
+        drawn: list[Config] = []
+        for _ in range(RANKED_SAMPLE):
+            config = self._space.sample(self._rng, self._tried | set(drawn), SAMPLE_ATTEMPTS if not drawn else 200)
+            if config is None:
+                break
+            drawn.append(config)
+        if drawn:
+            config = best_untried(self._space, self._scores, drawn)
+            return self._offer(config, self._enqueue(config), FALLBACK)
         if not any(self._space.is_valid(c) for c in self._tried):
             return NoProposal(kind="exhausted", reason=(
                 f"none of {SAMPLE_ATTEMPTS} random configurations of {self._space.size:.3g} satisfies the "
@@ -155,7 +177,7 @@ class TunerProposer:
     def _offer(self, config: Config, trial: Trial, strategy: str) -> Proposal:
         space = self._space
         self._tried.add(config)
-        self._pending = (config, trial)
+        self._pending[config] = trial
         valid = space.valid()
         if valid is not None:
             valid_set = set(valid)
@@ -181,9 +203,9 @@ class TunerProposer:
         self._tried.add(config)
         score = attempt.score_ms
         value = score if attempt.correct and score is not None and math.isfinite(score) else None
-        if self._pending is not None and self._pending[0] == config:
-            trial = self._pending[1]
-            self._pending = None
+        self._scores[config] = value
+        trial = self._pending.pop(config, None)
+        if trial is not None:
             if value is None:
                 self._study.tell(trial, state=TrialState.FAIL)
             else:
@@ -195,9 +217,9 @@ class TunerProposer:
 
     def _abandon_pending(self) -> None:
         """A proposal whose outcome never arrived counts as failed (and, being tried, is not offered again)."""
-        if self._pending is not None:
-            self._study.tell(self._pending[1], state=TrialState.FAIL)
-            self._pending = None
+        for trial in self._pending.values():
+            self._study.tell(trial, state=TrialState.FAIL)
+        self._pending.clear()
 
     def _exhausted_reason(self, n_valid: int) -> str:
         if n_valid == 0:

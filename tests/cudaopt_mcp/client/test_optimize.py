@@ -201,3 +201,25 @@ def test_the_llm_proposes_its_own_launch_sequence_on_a_two_kernel_task(llm_serve
                                                                                      "softmax_chunk_write"]
     first = llm_server.received[0]["body"]["messages"][-1]["content"]
     assert "a sequence of launches" in first and "softmax_chunk_write" in first
+
+
+def test_the_tuner_compiles_its_next_candidate_while_the_current_one_runs(tmp_path):
+    results = tmp_path / "results"
+    out = optimize("sgemm", "--proposer", "tuner", "--max-iterations", "4", "--results", str(results), "--json",
+                   "--no-confirm", env={"CUDAOPT_CUBIN_CACHE": str(tmp_path / "cubins")})  # no compile seen before
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    run = results / summary["run_id"]
+    tuned = [a for a in summary["attempts"] if a["iteration"] > 0]
+    assert [a["iteration"] for a in tuned] == [1, 2, 3, 4] and all(a["correct"] for a in tuned)
+    compiled = {a["iteration"]: json.loads((run / "candidates" / a["candidate_id"] / "compile.json").read_text())
+                for a in tuned}
+    # the first was proposed and compiled by its evaluation; each later one was proposed and compiled while the
+    # one before it ran, so its evaluation found the cubin
+    assert not compiled[1]["cached"] and all(compiled[i]["cached"] for i in (2, 3, 4))
+    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    for a in tuned:  # compiled by the compile tool (ahead), then again (from the cache) by its evaluation
+        events = [e["event"] for e in history if e.get("candidate_id") == a["candidate_id"]]
+        assert events.count("compiled") == (1 if a["iteration"] == 1 else 2) and events[-1] == "evaluate", events
+    # nothing proposed ahead is left over: one candidate per attempt, none twice
+    assert sorted(p.name for p in (run / "candidates").iterdir()) == sorted(a["candidate_id"] for a in summary["attempts"])

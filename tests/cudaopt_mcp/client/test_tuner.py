@@ -272,3 +272,27 @@ def test_optuna_prints_nothing_and_describe_is_one_line(capfd):
     out, err = capfd.readouterr()
     assert out == "" and err == ""
     assert "\n" not in proposer.describe()
+
+
+def test_proposing_ahead_keeps_the_pending_point_and_still_never_repeats():
+    """The loop's pipeline: the next point is asked for before the current one's score is observed."""
+    task, proposer = sgemm(), tuner(seed=3)
+    loop = Loop(task, max_iterations=40, score=bowl)
+    context = loop.context()
+    current = proposer.propose(context)
+    for _ in range(39):
+        ahead_context = context.model_copy(update={"iteration": context.iteration + 1})
+        ahead = proposer.propose_ahead(ahead_context)  # `current` is still pending
+        assert isinstance(ahead, Proposal) and key(ahead.tunables) != key(current.tunables)
+        attempt = Attempt(iteration=context.iteration, status="correct", correct=True, score_ms=bowl(current.tunables),
+                          proposal=current, candidate_id=f"c{context.iteration:04d}")
+        proposer.observe(attempt)
+        loop.attempts.append(attempt)
+        loop.proposals.append(current)
+        context, current = loop.context(), ahead
+    assert len({key(p.tunables) for p in loop.proposals}) == 39 and all(satisfies(p.tunables, task) for p in loop.proposals)
+    strategies = [p.note.split("(")[1].split(",")[0] for p in loop.proposals]
+    # 8 scored random starts (a fifth of 40), one more asked while the eighth was in flight; then a model chooses
+    assert strategies.count("TPE random start") <= 9
+    assert set(strategies[9:]) <= {"TPE", "model: nearest scores"}, strategies
+    assert min(bowl(p.tunables) for p in loop.proposals) < 2.5  # and still closes in on the optimum (1.0)
