@@ -37,6 +37,9 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
                                                  "a GPU, the server's on cpu); the best is confirmed with the server's "
                                                  "full plan (10 + 100 on a GPU)")
     parser.add_argument("--no-confirm", action="store_true", help="skip re-evaluating the best on fresh inputs")
+    parser.add_argument("--compile-ahead", choices=["auto", "on", "off"], default="auto",
+                        help="compile the tuner's next candidate while the current one is timed (auto: on a GPU "
+                             "backend only; the cpu backend's clock is the host's CPU, which the compiler would share)")
     parser.add_argument("--profile-every", type=int, metavar="N",
                         help="cuda: profile the best (Nsight Compute) every N iterations; default: after each improvement "
                              "(llm) or never (tuner); 0: never. The summary goes into the LLM's feedback")
@@ -68,6 +71,7 @@ def run_optimize(args: argparse.Namespace) -> int:
     config = LoopConfig(task=args.task, run_id=args.run, max_iterations=args.max_iterations,
                         time_budget_s=args.time_budget, seed=args.seed, results=args.results,
                         confirm=not args.no_confirm, warmup=args.warmup, reps=args.reps,
+                        compile_ahead={"auto": None, "on": True, "off": False}[args.compile_ahead],
                         # the tuner does not read profiles: it profiles only when asked
                         profile_every=0 if args.profile_every is None and name == "tuner" else args.profile_every)
 

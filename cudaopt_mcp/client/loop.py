@@ -52,6 +52,7 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
         _journal(run_dir, attempts[-1])
     stopped = f"iteration budget of {config.max_iterations} used"
     ahead: dict[int, Proposal | NoProposal] = {}  # the next iteration's proposal, chosen and compiled meanwhile
+    ahead_on = config.compile_ahead if config.compile_ahead is not None else backend != "cpu"
     for iteration in range(1, config.max_iterations + 1):
         if config.time_budget_s is not None and time.monotonic() - started > config.time_budget_s:
             stopped = f"time budget of {config.time_budget_s:g} s used"
@@ -70,7 +71,7 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
             terminal.attempt(attempt)
         else:
             async with anyio.create_task_group() as tg:
-                if isinstance(proposer, ProposesAhead) and iteration < config.max_iterations:
+                if ahead_on and isinstance(proposer, ProposesAhead) and iteration < config.max_iterations:
                     following = await _context(session, proposer, config, run_id, backend, task, iteration + 1,
                                                attempts, run_dir)
                     tg.start_soon(_prepare_ahead, session, proposer, following, run_id, ahead)

@@ -21,6 +21,9 @@ class LoopConfig(BaseModel):
     warmup: int | None = Field(None, ge=0, description="warm-up launches per performance case while searching")
     reps: int | None = Field(None, ge=1, description="timed launches per performance case while searching "
                                                      "(the confirmation of the best uses the server's full plan)")
+    compile_ahead: bool | None = Field(None, description="compile a ProposesAhead proposer's next candidate while the "
+                                       "current one runs (None: on GPU backends; the cpu backend times on the "
+                                       "host's CPU, which the compiler would share)")
     profile_every: int | None = Field(None, ge=0, description="profile the best every N iterations when it changed "
                                                                "(None: after each improvement; 0: never; cuda only)")
 

@@ -205,8 +205,9 @@ def test_the_llm_proposes_its_own_launch_sequence_on_a_two_kernel_task(llm_serve
 
 def test_the_tuner_compiles_its_next_candidate_while_the_current_one_runs(tmp_path):
     results = tmp_path / "results"
+    # on by default on a GPU backend only: asked for here, on the cpu backend; a fresh cache: no compile seen before
     out = optimize("sgemm", "--proposer", "tuner", "--max-iterations", "4", "--results", str(results), "--json",
-                   "--no-confirm", env={"CUDAOPT_CUBIN_CACHE": str(tmp_path / "cubins")})  # no compile seen before
+                   "--no-confirm", "--compile-ahead", "on", env={"CUDAOPT_CUBIN_CACHE": str(tmp_path / "cubins")})
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     run = results / summary["run_id"]
@@ -223,3 +224,10 @@ def test_the_tuner_compiles_its_next_candidate_while_the_current_one_runs(tmp_pa
         assert events.count("compiled") == (1 if a["iteration"] == 1 else 2) and events[-1] == "evaluate", events
     # nothing proposed ahead is left over: one candidate per attempt, none twice
     assert sorted(p.name for p in (run / "candidates").iterdir()) == sorted(a["candidate_id"] for a in summary["attempts"])
+
+    plain = optimize("sgemm", "--proposer", "tuner", "--max-iterations", "2", "--results", str(results), "--json",
+                     "--no-confirm", env={"CUDAOPT_CUBIN_CACHE": str(tmp_path / "other")})  # auto: off on cpu
+    assert plain.returncode == 0, plain.stderr
+    second = json.loads(plain.stdout)["attempts"][-1]
+    record = results / json.loads(plain.stdout)["run_id"] / "candidates" / second["candidate_id"] / "compile.json"
+    assert not json.loads(record.read_text())["cached"]
