@@ -18,12 +18,10 @@ and how much there is).
 from __future__ import annotations
 
 import contextlib
-import os
-import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -34,8 +32,10 @@ from harness_tools.backends.environment import Environment, read_clocks
 from harness_tools.check.case_request import case_arguments, case_inputs, case_request, placement_for
 from harness_tools.check.compare import OutputComparison, compare, mismatch_message
 from harness_tools.check.custom_check import custom_check_failure, judged_by_check
+from harness_tools.check.device_compare import Once, compared_on_device, device_checks_for, with_checks
 from harness_tools.check.inputs import available_host_bytes, case_footprint, fresh_seed
 from harness_tools.check.reference import expected_outputs
+from harness_tools.check.worker_files import load_output, open_worker_file
 from harness_tools.compile import CompileResult, compile_candidate, nvrtc_version
 from harness_tools.compile.param_check import parameter_problem
 from harness_tools.errors import BackendError, CandidateError
@@ -61,6 +61,9 @@ class EvaluationConfig(BaseModel):
     outputs_dir: str | None = Field(None, description="keep kernel outputs here (else a scratch dir is removed)")
     race_check: bool = Field(False, description="run each passing validation case once more under the backend's "
                                                 "race check; a data race fails the case (cpu backend only for now)")
+    verify: Literal["auto", "device", "host"] = Field(
+        "auto", description="where outputs are compared with the oracle: 'auto' compares outputs of 16 MB or more "
+        "on the device when the backend can (cuda: no download), 'device' every output it can, 'host' all on the host")
 
 
 class CaseResult(BaseModel):
@@ -243,15 +246,18 @@ class _CaseRunner:
         inputs = self._inputs(case)
         t1 = time.perf_counter()
         args = self._args(case, case_dir)
-        expected = expected_outputs(self.task, case, self.seed, inputs, self.backend, args, case_dir,
-                                    self.compiled.arch, max(self._left(), MIN_CASE_S))
+        expected = Once(lambda: expected_outputs(self.task, case, self.seed, inputs, self.backend, args, case_dir,
+                                                 self.compiled.arch, max(self._left(), MIN_CASE_S)))
+        checks = device_checks_for(self.task, case, self.seed, self.backend.name, self.config.verify, expected)
+        if len(checks) < len(self.task.spec.outputs):
+            expected()  # the host compares some output: the oracle is needed anyway
         t2 = time.perf_counter()
         self.overhead.inputs_ms += (t1 - t0) * 1e3
         self.overhead.reference_ms += (t2 - t1) * 1e3
         timing = self.config.timing if case.role == "performance" and not self.any_failed else None
         timing = timing if timing is not None and timing.reps > 0 else None
         try:
-            request = case_request(candidate, compiled, case.sizes, args, case_dir / "out", timing,
+            request = case_request(candidate, compiled, case.sizes, with_checks(args, checks), case_dir / "out", timing,
                                    placement_for(case.role), self.max_shared)
         except CandidateError as exc:
             base.status, base.message = "run_error", str(exc)
@@ -260,7 +266,9 @@ class _CaseRunner:
         run = self.backend.run_case(request, max(self._left(), MIN_CASE_S))
         self.overhead.load_ms += run.load_ms
         self.overhead.validate_ms += run.run_ms
-        self.overhead.transfer_ms += run.setup_ms + run.collect_ms
+        device_compare_ms = sum(c.compare_ms for c in run.comparisons.values())
+        self.overhead.transfer_ms += run.setup_ms + run.collect_ms - device_compare_ms
+        self.overhead.compare_ms += device_compare_ms
         self.overhead.time_ms += run.time_ms
         result = self._judge(case, run, expected, case_dir / "out")
         if self.config.race_check and case.role == "validation" and result.passed:
@@ -305,7 +313,7 @@ class _CaseRunner:
             result.status, result.passed = "run_error", False
             result.message = f"race check could not run: {report.message}"
 
-    def _judge(self, case: Case, run: CaseRun, expected: dict[str, np.ndarray], out_dir: Path) -> CaseResult:
+    def _judge(self, case: Case, run: CaseRun, expected: Once, out_dir: Path) -> CaseResult:
         result = CaseResult(name=case.name, role=case.role, sizes=case.sizes, status="run_error", passed=False, run=run)
         if run.status != "ok":
             result.message = f"{run.status}: {run.message or run.error}"
@@ -313,7 +321,9 @@ class _CaseRunner:
         t0 = time.perf_counter()
         spec = self.task.spec
         # the worker runs candidate code: read only files it wrote where it was told to, for the buffers asked for
-        handles = {b.name: open_worker_file(run.outputs.get(b.name), out_dir) for b in spec.outputs}
+        on_device = compared_on_device(run, spec, case.sizes)
+        handles = {b.name: open_worker_file(run.outputs.get(b.name), out_dir) for b in spec.outputs
+                   if b.name not in on_device}
         missing = [name for name, handle in handles.items() if handle is None]
         if missing:
             for handle in handles.values():
@@ -322,12 +332,15 @@ class _CaseRunner:
             result.message = f"the backend returned no output file for {', '.join(missing)} in the case's output folder"
             run.outputs = {}
             return result
-        run.outputs = {b.name: run.outputs[b.name] for b in spec.outputs}
+        run.outputs = {name: run.outputs[name] for name in handles}
         written: dict[str, np.ndarray] = {}  # kept for the task's custom check only
         for buf in spec.outputs:
-            got = as_dtype(_load_output(handles[buf.name]), buf.dtype)
-            result.outputs.append(compare(buf.name, got, expected[buf.name], spec.tolerance_for(buf.dtype), case.sizes,
-                                          mismatch_budget(buf, case.sizes)))
+            if buf.name in on_device:
+                result.outputs.append(on_device[buf.name])
+                continue
+            got = as_dtype(load_output(handles[buf.name]), buf.dtype)
+            result.outputs.append(compare(buf.name, got, expected()[buf.name], spec.tolerance_for(buf.dtype),
+                                          case.sizes, mismatch_budget(buf, case.sizes)))
             if spec.check:
                 written[buf.name] = got
         self.overhead.compare_ms += (time.perf_counter() - t0) * 1e3
@@ -347,7 +360,7 @@ class _CaseRunner:
             return result
         if check:
             t1 = time.perf_counter()
-            failure = custom_check_failure(self.task, case, written, expected, self.input_files)
+            failure = custom_check_failure(self.task, case, written, expected(), self.input_files)
             self.overhead.compare_ms += (time.perf_counter() - t1) * 1e3
             if check.replaces_tolerance:
                 result.outputs = judged_by_check(result.outputs, failure is None)
@@ -375,38 +388,6 @@ class _CaseRunner:
         flops = evaluate_expression(metrics.flops, case.sizes) / seconds / 1e12 if metrics.flops is not None else None
         gbps = evaluate_expression(metrics.bytes, case.sizes) / seconds / 1e9 if metrics.bytes is not None else None
         return flops, gbps
-
-
-def open_worker_file(path: str | Path | None, root: Path) -> BinaryIO | None:
-    """A file a worker wrote, opened for reading, or None when it is not a regular file inside ``root``.
-
-    The worker runs candidate code, which may swap its files for links at any moment: the last component
-    is opened without following a link, and the file actually opened (its /proc/self/fd link) must lie
-    inside ``root``; everything after that reads the opened file, never the path again."""
-    if not path:
-        return None
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    handle = os.fdopen(fd, "rb")
-    try:
-        proc = Path(f"/proc/self/fd/{fd}")
-        real = Path(os.readlink(proc)) if proc.is_symlink() else Path(os.path.realpath(path))
-        if stat.S_ISREG(os.fstat(fd).st_mode) and real.is_relative_to(root.resolve()):
-            return handle
-    except OSError:
-        pass
-    handle.close()
-    return None
-
-
-def _load_output(handle: BinaryIO) -> np.ndarray:
-    """A big output is mapped, not copied: it is read once, straight from the (usually in-memory) file."""
-    with handle:
-        if os.fstat(handle.fileno()).st_size > (1 << 20) and Path(f"/proc/self/fd/{handle.fileno()}").exists():
-            return np.load(f"/proc/self/fd/{handle.fileno()}", mmap_mode="r")  # the opened file, not the path
-        return np.load(handle)
 
 
 def _first_line(log: str, word: str) -> str:

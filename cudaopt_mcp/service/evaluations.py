@@ -37,6 +37,7 @@ from cudaopt_mcp.service.progress import Progress, no_progress
 from cudaopt_mcp.service.runs import ARTIFACT, atomic_write
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import Candidate, Task
+from harness_tools.check.worker_files import open_worker_file
 from harness_tools.evaluation import (
     MIN_CASE_S,
     EvaluationConfig,
@@ -44,7 +45,6 @@ from harness_tools.evaluation import (
     check_memory,
     compile_budget,
     evaluate,
-    open_worker_file,
 )
 from harness_tools.run.cancellation import acquired
 from harness_tools.run.scratch import scratch_dir

@@ -65,6 +65,47 @@ def placement_alignment(placement: Placement) -> int:
 RunStatus = Literal["ok", "launch_error", "crashed", "timeout", "invalid_launch"]
 
 
+class DeviceCheck(BaseModel):
+    """Compare this output where it lies, with the reference the device holds (backends that can: the cuda one;
+    its worker keeps the reference masked, harness_tools.backends.cuda.device_verifier).
+
+    The reference is the float64 oracle in its device form (:mod:`harness_tools.check.device_reference`): ``hi``
+    (float32, or float64 for float64 and wide-integer outputs) plus, for float32 outputs, the rest ``ref - hi``
+    as bfloat16 in ``lo``. That form is within ``rel_bound·|ref| + abs_bound`` of the float64 value; an element
+    whose verdict that could change is counted as undecided, and when the undecided ones could change the
+    output's verdict the output is downloaded and compared on the host after all."""
+
+    key: str = Field(description="names the reference (task, spec, oracle, case, seed): kept copies are reused by it")
+    hi_file: str = Field(description=".npy of the reference's leading part")
+    lo_file: str | None = Field(None, description=".npy of the rest, bfloat16 bits as uint16 (float32 outputs)")
+    atol: float
+    rtol: float
+    max_mismatches: int = 0
+    rel_bound: float = Field(0.0, ge=0, description="how far the device form may be from the float64 reference, "
+                                                    "relative to it")
+    abs_bound: float = Field(0.0, ge=0, description="... and in absolute terms (subnormal rests)")
+
+
+class DeviceComparison(BaseModel):
+    """What the device's comparison of one output found (only these numbers cross to the host)."""
+
+    elements: int
+    mismatches: int = Field(description="elements outside tolerance, judged against the device form")
+    certain: int = Field(description="mismatches that stay mismatches whatever the reference's last bits are")
+    possible: int = Field(description="mismatches plus the passing elements that the last bits could fail")
+    nonfinite: int = Field(description="NaN or Inf where the reference is finite")
+    nans: int
+    infs: int
+    max_abs_err: float
+    max_rel_err: float
+    first_index: int | None = None
+    first_got: float | None = None
+    first_expected: float | None = None
+    decided: bool = Field(description="the verdict holds whatever the reference's last bits are; when False the "
+                                      "output was downloaded so the host decides")
+    compare_ms: float = 0.0
+
+
 class ArgSpec(BaseModel):
     """One buffer or scalar of a case: a task param, a scratch buffer, or a scalar computed for one launch."""
 
@@ -78,6 +119,7 @@ class ArgSpec(BaseModel):
     input_file: str | None = Field(None, description=".npy holding the input data (in/inout buffers)")
     value: int | float | None = None
     constant: str | None = Field(None, description="the __constant__ symbol this input fills (then no launch passes it)")
+    check: DeviceCheck | None = Field(None, description="outputs: compare on the device instead of downloading")
 
 
 class KernelLaunch(BaseModel):
@@ -110,6 +152,8 @@ class CaseRun(BaseModel):
     error: str | None = Field(None, description="CUDA error name, e.g. CUDA_ERROR_ILLEGAL_ADDRESS")
     message: str | None = None
     outputs: dict[str, str] = Field(default_factory=dict, description="buffer name → .npy path")
+    comparisons: dict[str, DeviceComparison] = Field(default_factory=dict,
+                                                     description="buffer name → the device's comparison (DeviceCheck)")
     modified_inputs: list[str] = Field(default_factory=list)
     overruns: list[str] = Field(default_factory=list, description="buffers whose surroundings (front pad, slack, tail) changed: a write "
                                      "outside the buffer")

@@ -29,6 +29,8 @@ class BackendTraits(BaseModel):
     sanitizer: Literal["compute-sanitizer", "race-check"] = Field(
         description="how `sanitize` checks a candidate: NVIDIA's compute-sanitizer on the GPU, or the "
                     "guarded-buffer run plus ThreadSanitizer race check of the cpu backend")
+    compares_on_device: bool = Field(False, description="it honours ArgSpec.check: outputs are compared where they "
+                                                        "lie, with a reference it holds, and not downloaded")
 
 
 @runtime_checkable

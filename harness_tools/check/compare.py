@@ -38,7 +38,9 @@ class OutputComparison(BaseModel):
     mismatches: int
     max_abs_err: float
     max_rel_err: float
-    nonfinite: int
+    nonfinite: int = Field(description="NaN or Inf where the reference is finite")
+    nans: int = Field(0, description="NaN elements of the output")
+    infs: int = Field(0, description="±Inf elements of the output")
     first_mismatch: Mismatch | None = None
     atol: float
     rtol: float
@@ -47,6 +49,9 @@ class OutputComparison(BaseModel):
     judged_by: Literal["tolerance", "check"] = Field(
         "tolerance", description="what decided `passed`: the element-wise comparison, or the task's custom check "
                                  "(check.replaces_tolerance; the statistics are still the comparison's)")
+    compared_on: Literal["host", "device"] = Field(
+        "host", description="where the comparison ran: on the device the output is not downloaded (the oracle is "
+                            "held there); verdicts are the same (docs/oracle.md)")
 
 
 CHUNK = 1 << 20  # elements per pass: keeps the float64 temporaries in cache
@@ -82,6 +87,7 @@ def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: T
     return OutputComparison(
         buffer=buffer, passed=acc.mismatches <= max_mismatches and acc.nonfinite == 0, elements=int(ref_all.size),
         mismatches=acc.mismatches, max_abs_err=acc.max_abs, max_rel_err=acc.max_rel, nonfinite=acc.nonfinite,
+        nans=acc.nans, infs=acc.infs,
         first_mismatch=first, atol=atol, rtol=rtol, max_mismatches=max_mismatches,
     )
 
@@ -110,9 +116,10 @@ def _compare_run(got_all: np.ndarray, ref_all: np.ndarray, starts: list[int], at
         got, ref = scratch.got[:n], scratch.ref[:n]
         np.copyto(got, got_all[start : start + n], casting="unsafe")
         np.copyto(ref, ref_all[start : start + n], casting="unsafe")
-        bad, max_abs, max_rel, nonfinite = _chunk_errors(got, ref, atol, rtol, scratch)
+        bad, max_abs, max_rel, nonfinite, nans, infs = _chunk_errors(got, ref, atol, rtol, scratch)
         count = int(np.count_nonzero(bad))
-        out.append((start, count, start + int(np.argmax(bad)) if count else None, max_abs, max_rel, nonfinite))
+        out.append((start, count, start + int(np.argmax(bad)) if count else None, max_abs, max_rel, nonfinite,
+                    nans, infs))
     return out
 
 
@@ -138,12 +145,16 @@ class _Scratch:
 
 
 def _chunk_errors(got: np.ndarray, ref: np.ndarray, atol: float, rtol: float, scratch: _Scratch):
-    """(bad mask, max abs err, max rel err, non-finite outputs where the reference is finite)."""
+    """(bad mask, max abs err, max rel err, non-finite outputs where the reference is finite, NaNs, Infs)."""
     n = got.size
     err, aux, bad = scratch.err[:n], scratch.aux[:n], scratch.bad[:n]
     ref_finite, got_finite = scratch.ref_finite[:n], scratch.got_finite[:n]
     np.isfinite(ref, out=ref_finite)
     np.isfinite(got, out=got_finite)
+    nans = infs = 0
+    if not got_finite.all():
+        nans = int(np.count_nonzero(np.isnan(got)))
+        infs = int(np.count_nonzero(~got_finite)) - nans
     with np.errstate(invalid="ignore", over="ignore"):
         np.subtract(got, ref, out=err)
         np.abs(err, out=err)
@@ -159,30 +170,33 @@ def _chunk_errors(got: np.ndarray, ref: np.ndarray, atol: float, rtol: float, sc
     if not got_finite.all():
         nonfinite = int(np.count_nonzero(ref_finite & ~got_finite))
         if nonfinite:
-            return bad, float("inf"), float("inf"), nonfinite
+            return bad, float("inf"), float("inf"), nonfinite, nans, infs
     np.logical_and(ref_finite, got_finite, out=got_finite)  # both finite
     np.abs(ref, out=aux)
     np.maximum(aux, np.finfo(np.float64).tiny, out=aux)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         np.divide(err, aux, out=aux)
     if got_finite.all():
-        return bad, float(err.max()), float(aux.max()), 0
+        return bad, float(err.max()), float(aux.max()), 0, nans, infs
     if not got_finite.any():
-        return bad, 0.0, 0.0, 0
-    return bad, float(err[got_finite].max()), float(aux[got_finite].max()), 0
+        return bad, 0.0, 0.0, 0, nans, infs
+    return bad, float(err[got_finite].max()), float(aux[got_finite].max()), 0, nans, infs
 
 
 class _Accumulator:
     def __init__(self):
-        self.mismatches = self.nonfinite = 0
+        self.mismatches = self.nonfinite = self.nans = self.infs = 0
         self.max_abs = self.max_rel = 0.0
         self.first: int | None = None
 
-    def add(self, start: int, count: int, first: int | None, max_abs: float, max_rel: float, nonfinite: int) -> None:
+    def add(self, start: int, count: int, first: int | None, max_abs: float, max_rel: float, nonfinite: int,
+            nans: int, infs: int) -> None:
         if count and self.first is None:
             self.first = first
         self.mismatches += count
         self.nonfinite += nonfinite
+        self.nans += nans
+        self.infs += infs
         self.max_abs, self.max_rel = max(self.max_abs, max_abs), max(self.max_rel, max_rel)
 
 

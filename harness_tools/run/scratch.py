@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-CACHE_BYTES = 2 << 30
+MIN_CACHE_BYTES = 2 << 30
 PREFIX = "cudaopt-inputs-"
 
 
@@ -72,30 +72,66 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def default_cache_bytes() -> int:
+    """The bound of the kept input (and reference) files: ``CUDAOPT_INPUT_CACHE_MB``, else a quarter of the memory
+    available when first asked, and at least 2 GiB. A bound below one case's inputs evicted them on every
+    evaluation (the validation cases' new files pushed out the 6.4 GB performance input, redrawn each time)."""
+    text = os.environ.get("CUDAOPT_INPUT_CACHE_MB")
+    if text:
+        try:
+            return max(0, int(text)) << 20
+        except ValueError:
+            raise ValueError(f"CUDAOPT_INPUT_CACHE_MB={text!r} is not a whole number of MiB") from None
+    available = 0
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) << 10
+    return max(MIN_CACHE_BYTES, available // 4)
+
+
 class InputFiles:
-    def __init__(self, max_bytes: int = CACHE_BYTES):
-        self.max_bytes = max_bytes
+    def __init__(self, max_bytes: int | None = None):
+        self.max_bytes = default_cache_bytes() if max_bytes is None else max_bytes
         self._entries: OrderedDict[tuple, tuple[dict[str, Path], int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: tuple, draw: Callable[[], dict[str, np.ndarray]]) -> tuple[dict[str, np.ndarray], dict[str, Path]]:
         """(arrays, files) for ``key``; arrays of a cached entry are memory-mapped from its files."""
+        hit = self.cached(key)
+        if hit is not None:
+            return {n: np.load(p, mmap_mode="r") for n, p in hit.items()}, hit
+        arrays = draw()
+
+        def save(folder: Path) -> dict[str, Path]:
+            files = {name: folder / f"in_{name}.npy" for name in arrays}
+            for name, arr in arrays.items():
+                np.save(files[name], arr)  # the caller gives what np.load reads back (raw records for fp8/bf16)
+            return files
+        return arrays, self.store(key, save)
+
+    def cached(self, key: tuple) -> dict[str, Path] | None:
+        """The files of ``key`` while they are kept, or None."""
         with self._lock:
             hit = self._entries.get(key)
             if hit is not None and all(p.is_file() for p in hit[0].values()):
                 self._entries.move_to_end(key)
-                return {n: np.load(p, mmap_mode="r") for n, p in hit[0].items()}, dict(hit[0])
-        arrays = draw()
+                return dict(hit[0])
+        return None
+
+    def store(self, key: tuple, write: Callable[[Path], dict[str, Path]]) -> dict[str, Path]:
+        """Keep the files ``write`` puts into a fresh folder (it returns them by name) under ``key``."""
         folder = Path(tempfile.mkdtemp(dir=self._folder()))
-        files = {}
-        for name, arr in arrays.items():
-            files[name] = folder / f"in_{name}.npy"
-            np.save(files[name], arr)  # the caller gives what np.load reads back (raw records for fp8/bf16)
-        size = sum(a.nbytes for a in arrays.values())
+        try:
+            files = write(folder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        size = sum(p.stat().st_size for p in files.values())
         with self._lock:
             self._entries[key] = (files, size)
             self._evict()
-        return arrays, files
+        return files
 
     def _evict(self) -> None:
         # the newest entry always stays: its files are about to be read

@@ -35,7 +35,8 @@ def gpu_present() -> bool:
 class CudaBackend(WorkerBackend):
     name = "cuda"
     traits = BackendTraits(clock="CUDA events", default_warmup=10, default_reps=100, profiler=True, min_gain=0.01,
-                           buffers_in_host_memory=False, sanitizer="compute-sanitizer")
+                           buffers_in_host_memory=False, sanitizer="compute-sanitizer",
+                           compares_on_device=True)
 
     def __init__(self, device: int = 0):
         if not gpu_present():

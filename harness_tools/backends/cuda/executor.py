@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 from cuda.bindings import driver as cu  # imported by worker processes only
 
-from harness_tools.backends.contract import POISON_BYTE, ArgSpec, CaseRequest, CaseRun, KernelLaunch, tail_word
+from harness_tools.backends.contract import POISON_BYTE, ArgSpec, CaseRequest, CaseRun, DeviceComparison, KernelLaunch, tail_word
 from harness_tools.backends.cuda.device_buffers import BufferPlacer, DeviceBuffer
 from harness_tools.backends.cuda.device_kernels import DeviceKernels
+from harness_tools.backends.cuda.device_verifier import DeviceVerifier, device_compare_allowed
 from harness_tools.backends.cuda.resident_inputs import ResidentInputs
 from harness_tools.backends.kernel_args import argument_array
 from harness_tools.run.timing import TimingPlan, measure, summarize
@@ -83,6 +84,12 @@ class CudaExecutor:
         self.placer = BufferPlacer(device, self.kernels, _ok)
         memory = int(_ok(cu.cuDeviceTotalMem(self.device), "cuDeviceTotalMem"))
         self.resident = ResidentInputs(self.kernels, min(memory // 8, 8 << 30), _ok)
+        self.reference_budget = min(memory // 8, 16 << 30)
+        self.verifier: DeviceVerifier | None = None  # made on the first output compared on the device
+        self.compare_here = device_compare_allowed(self.device)
+        if not self.compare_here:
+            log.info("kernels on this GPU can read pageable host memory (HMM/ATS): outputs are downloaded and "
+                     "compared on the host, since the reference's mask key could be read here")
         self.modules: OrderedDict[str, tuple[object, object]] = OrderedDict()
         self.events: list[tuple[object, object]] = []
         self.dead = False
@@ -110,8 +117,9 @@ class CudaExecutor:
             "backend": "cuda", "name": name.split(b"\0", 1)[0].decode(), "arch": self.arch,
             "sm_count": self.sm_count, "l2_bytes": self.l2_bytes,
             "memory_bytes": int(_ok(cu.cuDeviceTotalMem(self.device), "cuDeviceTotalMem")),
-            # what a case may still use: free now, less what the kept input copies may take later
-            "memory_free_bytes": max(0, int(_ok(cu.cuMemGetInfo(), "cuMemGetInfo")[0]) - self.resident.budget),
+            # what a case may still use: free now, less what the kept inputs and references may take later
+            "memory_free_bytes": max(0, int(_ok(cu.cuMemGetInfo(), "cuMemGetInfo")[0]) - self.resident.budget
+                                     - self.reference_budget),
             "max_shared_per_block_optin": self.shared_optin,
             "driver_version": f"{driver // 1000}.{driver % 1000 // 10}", "bindings_version": bindings_version,
             "timing_floor_ms": self.timing_floor_ms,
@@ -270,7 +278,30 @@ class CudaExecutor:
                 if self.kernels.digest(ptr, buf.nbytes) != digest:
                     run.modified_inputs.append(arg.name)
             elif arg.role != "scratch":
-                run.outputs[arg.name] = self._download(arg, ptr, buf.nbytes, out_dir / f"{arg.name}.npy")
+                comparison = self._compare_here(arg, ptr) if arg.check is not None else None
+                if comparison is not None:
+                    run.comparisons[arg.name] = comparison
+                if comparison is None or not comparison.decided:  # the host decides
+                    run.outputs[arg.name] = self._download(arg, ptr, buf.nbytes, out_dir / f"{arg.name}.npy")
+
+    def _compare_here(self, arg: ArgSpec, ptr) -> DeviceComparison | None:
+        """The device's comparison of one output, or None when the verifier could not run it (then the output is
+        downloaded: a verifier out of memory is not the candidate's failure)."""
+        assert arg.check is not None
+        if not self.compare_here:
+            return None
+        try:
+            return self._verifier().compare(arg.dtype, ptr, int(np.prod(arg.shape)), arg.check)
+        except CudaFailure as failure:
+            if failure.code in STICKY:
+                raise
+            log.warning("comparing %s on the device failed (%s); comparing it on the host", arg.name, failure)
+            return None
+
+    def _verifier(self) -> DeviceVerifier:
+        if self.verifier is None:
+            self.verifier = DeviceVerifier(self.arch, self.sm_count, self.stream, self.reference_budget, _ok)
+        return self.verifier
 
     @staticmethod
     def _download(arg: ArgSpec, ptr, nbytes: int, path: Path) -> str:

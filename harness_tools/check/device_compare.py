@@ -1,0 +1,87 @@
+"""Which outputs of a case are compared on the device, and how the device's numbers become an OutputComparison.
+
+The engine asks for a device comparison (ArgSpec.check) when the backend can do one
+(``BackendTraits.compares_on_device``), the task has no custom check (that needs the outputs on the host) and
+the output is large enough for the download to matter (``verify="auto"``: :data:`MIN_BYTES`) or every output is
+asked for (``verify="device"``). Small outputs are downloaded: that is cheap, and they are kept as evidence.
+The host comparison (:mod:`harness_tools.check.compare`) stays the definition of a verdict; the device's is
+the same computation (docs/oracle.md, "comparing on the device").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from harness_tools.backends import backend_traits
+from harness_tools.backends.contract import ArgSpec, CaseRun, DeviceCheck, DeviceComparison
+from harness_tools.check.compare import Mismatch, OutputComparison
+from harness_tools.check.device_reference import device_checks
+from harness_tools.task.checking_rules import mismatch_budget
+from harness_tools.task.dtypes import numpy_dtype
+from harness_tools.task.expressions import evaluate_expression
+from harness_tools.task.spec import BufferParam, Case, Task, TaskSpec
+
+MIN_BYTES = 16 << 20
+
+T = TypeVar("T")
+
+
+class Once(Generic[T]):
+    """A value computed on first call, then kept (the oracle: needed by the host comparison only)."""
+
+    def __init__(self, make: Callable[[], T]):
+        self._make, self._done, self._value = make, False, None
+
+    def __call__(self) -> T:
+        if not self._done:
+            self._value, self._done = self._make(), True
+        return self._value  # type: ignore[return-value]
+
+
+def device_checks_for(task: Task, case: Case, seed: int, backend: str, verify: str,
+                      expected: Callable[[], dict[str, np.ndarray]]) -> dict[str, DeviceCheck]:
+    """The outputs of ``case`` to compare on the device, with their checks (empty: all on the host)."""
+    spec = task.spec
+    if verify == "host" or spec.check is not None or not backend_traits(backend).compares_on_device:
+        return {}
+    names = [b.name for b in spec.outputs
+             if verify == "device" or _nbytes(b.dtype, spec.shape_of(b, case.sizes)) >= MIN_BYTES]
+    return device_checks(task, case, seed, names, expected) if names else {}
+
+
+def with_checks(args: list[ArgSpec], checks: Mapping[str, DeviceCheck]) -> list[ArgSpec]:
+    return [a.model_copy(update={"check": checks[a.name]}) if a.name in checks else a for a in args]
+
+
+def compared_on_device(run: CaseRun, spec: TaskSpec, sizes: dict[str, int]) -> dict[str, OutputComparison]:
+    """The outputs the device decided, as the host comparison would report them."""
+    out = {}
+    for buf in spec.outputs:
+        device = run.comparisons.get(buf.name)
+        if device is not None and device.decided:
+            out[buf.name] = as_output_comparison(device, buf, spec, sizes)
+    return out
+
+
+def as_output_comparison(device: DeviceComparison, buf: BufferParam, spec: TaskSpec,
+                         sizes: dict[str, int]) -> OutputComparison:
+    budget = mismatch_budget(buf, sizes)
+    tolerance = spec.tolerance_for(buf.dtype)
+    first = None
+    if device.first_index is not None and device.first_got is not None and device.first_expected is not None:
+        shape = spec.shape_of(buf, sizes)
+        first = Mismatch(index=[int(x) for x in np.unravel_index(device.first_index, shape)],
+                         flat_index=device.first_index, got=device.first_got, expected=device.first_expected)
+    return OutputComparison(buffer=buf.name, passed=device.nonfinite == 0 and device.mismatches <= budget,
+                            elements=device.elements, mismatches=device.mismatches, max_abs_err=device.max_abs_err,
+                            max_rel_err=device.max_rel_err, nonfinite=device.nonfinite, nans=device.nans,
+                            infs=device.infs, first_mismatch=first,
+                            atol=float(evaluate_expression(tolerance.atol, sizes)), rtol=float(tolerance.rtol),
+                            max_mismatches=budget, compared_on="device")
+
+
+def _nbytes(dtype: str, shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * numpy_dtype(dtype).itemsize
