@@ -40,6 +40,9 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
     parser.add_argument("--compile-ahead", choices=["auto", "on", "off"], default="auto",
                         help="compile the tuner's next candidate while the current one is timed (auto: on a GPU "
                              "backend only; the cpu backend's clock is the host's CPU, which the compiler would share)")
+    parser.add_argument("--ahead", type=int, metavar="N",
+                        help="with compile-ahead: candidates chosen and compiled ahead, in parallel (default: the "
+                             "host's cores, at most 4); the tuner counts the ones in flight as poor (TPE's constant liar)")
     parser.add_argument("--profile-every", type=int, metavar="N",
                         help="cuda: profile the best (Nsight Compute) every N iterations; default: after each improvement "
                              "(llm) or never (tuner); 0: never. The summary goes into the LLM's feedback")
@@ -61,6 +64,9 @@ def run_optimize(args: argparse.Namespace) -> int:
     if args.max_iterations < 0:
         print("cudaopt: error: --max-iterations must be 0 or more", file=sys.stderr)
         return 2
+    if args.ahead is not None and not 1 <= args.ahead <= 32:
+        print(f"cudaopt: error: --ahead must be between 1 and 32, got {args.ahead}", file=sys.stderr)
+        return 2
     name, why = choose(args.proposer)
     settings = ProposerSettings(model=args.model, base_url=args.base_url, request_timeout_s=args.request_timeout,
                                 reasoning_effort=None if args.reasoning_effort == "none" else args.reasoning_effort,
@@ -72,6 +78,7 @@ def run_optimize(args: argparse.Namespace) -> int:
                         time_budget_s=args.time_budget, seed=args.seed, results=args.results,
                         confirm=not args.no_confirm, warmup=args.warmup, reps=args.reps,
                         compile_ahead={"auto": None, "on": True, "off": False}[args.compile_ahead],
+                        ahead=args.ahead,
                         # the tuner does not read profiles: it profiles only when asked
                         profile_every=0 if args.profile_every is None and name == "tuner" else args.profile_every)
 

@@ -9,9 +9,11 @@ The loop stops at the iteration budget, at the time budget, or when the proposer
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,40 +53,44 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
         proposer.observe(attempts[-1])
         _journal(run_dir, attempts[-1])
     stopped = f"iteration budget of {config.max_iterations} used"
-    ahead: dict[int, Proposal | NoProposal] = {}  # the next iteration's proposal, chosen and compiled meanwhile
-    ahead_on = config.compile_ahead if config.compile_ahead is not None else backend != "cpu"
-    for iteration in range(1, config.max_iterations + 1):
-        if config.time_budget_s is not None and time.monotonic() - started > config.time_budget_s:
-            stopped = f"time budget of {config.time_budget_s:g} s used"
-            break
-        if iteration in ahead:
-            proposal = ahead.pop(iteration)
-        else:
-            terminal.proposing(iteration)
-            context = await _context(session, proposer, config, run_id, backend, task, iteration, attempts, run_dir)
-            proposal = await anyio.to_thread.run_sync(proposer.propose, context)
-        if isinstance(proposal, NoProposal) and proposal.kind == "exhausted":
-            stopped = f"the proposer has nothing new: {proposal.reason}"
-            break
-        if isinstance(proposal, NoProposal):
-            attempt = Attempt(iteration=iteration, status="unusable_reply", failure=proposal.reason)
-            terminal.attempt(attempt)
-        else:
-            async with anyio.create_task_group() as tg:
-                if ahead_on and isinstance(proposer, ProposesAhead) and iteration < config.max_iterations:
-                    following = await _context(session, proposer, config, run_id, backend, task, iteration + 1,
-                                               attempts, run_dir)
-                    tg.start_soon(_prepare_ahead, session, proposer, following, run_id, ahead)
+    ahead: dict[int, _Ahead] = {}  # later iterations' proposals, chosen and compiling meanwhile
+    depth = _ahead_depth(config, backend) if isinstance(proposer, ProposesAhead) else 0
+    async with anyio.create_task_group() as compiles:
+        for iteration in range(1, config.max_iterations + 1):
+            if config.time_budget_s is not None and time.monotonic() - started > config.time_budget_s:
+                stopped = f"time budget of {config.time_budget_s:g} s used"
+                break
+            if iteration in ahead:
+                entry = ahead.pop(iteration)
+                await entry.compiled.wait()  # else its evaluate would compile it a second time
+                proposal = entry.proposal
+            else:
+                terminal.proposing(iteration)
+                context = await _context(session, proposer, config, run_id, backend, task, iteration, attempts, run_dir)
+                proposal = await anyio.to_thread.run_sync(proposer.propose, context)
+            if isinstance(proposal, NoProposal) and proposal.kind == "exhausted":
+                stopped = f"the proposer has nothing new: {proposal.reason}"
+                break
+            if isinstance(proposal, NoProposal):
+                attempt = Attempt(iteration=iteration, status="unusable_reply", failure=proposal.reason)
+                terminal.attempt(attempt)
+            else:
+                for following in range(iteration + 1, min(iteration + depth, config.max_iterations) + 1):
+                    if following not in ahead:
+                        context = await _context(session, proposer, config, run_id, backend, task, following,
+                                                 attempts, run_dir)
+                        ahead[following] = await _propose_ahead(proposer, context)  # one at a time: not thread-safe
+                        compiles.start_soon(_compile_ahead, session, run_id, ahead[following])
                 attempt = await _evaluate(session, run_id, proposal, iteration, seed, terminal,
                                           timing=_search_timing(config, backend))
-        attempts.append(attempt)
-        proposer.observe(attempt)
-        _journal(run_dir, attempt)
-        if backend == "cuda" and _profile_due(config.profile_every, iteration, attempts):
-            await _profile_best(session, run_id, attempts, terminal)
-    else:
-        if config.max_iterations == 0:
-            stopped = "no iterations asked for"
+            attempts.append(attempt)
+            proposer.observe(attempt)
+            _journal(run_dir, attempt)
+            if backend == "cuda" and _profile_due(config.profile_every, iteration, attempts):
+                await _profile_best(session, run_id, attempts, terminal)
+        compiles.cancel_scope.cancel()  # proposals left over when a budget stops the loop are not waited for
+    if config.max_iterations == 0:
+        stopped = "no iterations asked for"
     best = await _server_best(session, run_id, attempts)
     confirmation = None
     if config.confirm and best is not None and best.candidate_id:
@@ -109,17 +115,34 @@ async def _context(session: Session, proposer: Proposer, config: LoopConfig, run
         requests_dir=run_dir / "requests")
 
 
-async def _prepare_ahead(session: Session, proposer: ProposesAhead, context: ProposalContext, run_id: str,
-                         ahead: dict[int, Proposal | NoProposal]) -> None:
-    """Choose the next iteration's candidate and compile it while the current one is evaluated: its evaluate then
-    finds the cubin in the server's compile cache (the server compiles outside the run's lock)."""
-    proposal = await anyio.to_thread.run_sync(proposer.propose_ahead, context)
-    ahead[context.iteration] = proposal
-    if isinstance(proposal, Proposal):
-        try:
-            await session.call("compile", CompileOutput, run_id=run_id, **proposal.tool_arguments())
-        except SessionError:
-            pass  # refused: its evaluate says why, as an attempt
+@dataclass
+class _Ahead:
+    proposal: Proposal | NoProposal
+    compiled: anyio.Event = field(default_factory=anyio.Event)
+
+
+def _ahead_depth(config: LoopConfig, backend: str) -> int:
+    """Candidates chosen and compiled ahead: none unless compile-ahead is on (by default on GPU backends only)."""
+    on = config.compile_ahead if config.compile_ahead is not None else backend != "cpu"
+    if not on:
+        return 0
+    return config.ahead if config.ahead is not None else max(1, min(4, os.cpu_count() or 1))
+
+
+async def _propose_ahead(proposer: ProposesAhead, context: ProposalContext) -> _Ahead:
+    return _Ahead(await anyio.to_thread.run_sync(proposer.propose_ahead, context))
+
+
+async def _compile_ahead(session: Session, run_id: str, entry: _Ahead) -> None:
+    """Compile a candidate chosen ahead while earlier ones are evaluated: its evaluate then finds the cubin in the
+    server's compile cache (the server compiles outside the run's lock, on its compiler pool)."""
+    try:
+        if isinstance(entry.proposal, Proposal):
+            await session.call("compile", CompileOutput, run_id=run_id, **entry.proposal.tool_arguments())
+    except SessionError:
+        pass  # refused: its evaluate says why, as an attempt
+    finally:
+        entry.compiled.set()
 
 
 async def _open_run(session: Session, config: LoopConfig) -> tuple[str, str, TaskSummary]:

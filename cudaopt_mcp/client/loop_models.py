@@ -24,6 +24,9 @@ class LoopConfig(BaseModel):
     compile_ahead: bool | None = Field(None, description="compile a ProposesAhead proposer's next candidate while the "
                                        "current one runs (None: on GPU backends; the cpu backend times on the "
                                        "host's CPU, which the compiler would share)")
+    ahead: int | None = Field(None, ge=1, le=32, description="how many candidates are chosen and compiled ahead "
+                              "(compiles run in parallel on the server's compiler pool); None: the host's cores, "
+                              "at most 4")
     profile_every: int | None = Field(None, ge=0, description="profile the best every N iterations when it changed "
                                                                "(None: after each improvement; 0: never; cuda only)")
 

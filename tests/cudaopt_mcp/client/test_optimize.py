@@ -231,3 +231,26 @@ def test_the_tuner_compiles_its_next_candidate_while_the_current_one_runs(tmp_pa
     second = json.loads(plain.stdout)["attempts"][-1]
     record = results / json.loads(plain.stdout)["run_id"] / "candidates" / second["candidate_id"] / "compile.json"
     assert not json.loads(record.read_text())["cached"]
+
+
+def test_the_tuner_keeps_several_candidates_compiling_ahead(tmp_path):
+    results = tmp_path / "results"
+    out = optimize("sgemm", "--proposer", "tuner", "--max-iterations", "6", "--results", str(results), "--json",
+                   "--no-confirm", "--compile-ahead", "on", "--ahead", "3",
+                   env={"CUDAOPT_CUBIN_CACHE": str(tmp_path / "cubins")})
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    run = results / summary["run_id"]
+    tuned = [a for a in summary["attempts"] if a["iteration"] > 0]
+    assert [a["iteration"] for a in tuned] == [1, 2, 3, 4, 5, 6] and all(a["correct"] for a in tuned)
+    configs = [tuple(sorted(a["proposal"]["tunables"].items())) for a in tuned]
+    assert len(set(configs)) == 6  # three in flight at once, never the same point twice
+    cached = [json.loads((run / "candidates" / a["candidate_id"] / "compile.json").read_text())["cached"]
+              for a in tuned]
+    assert cached == [False] + [True] * 5  # each later one was compiled while earlier ones ran
+    assert sorted(p.name for p in (run / "candidates").iterdir()) == sorted(a["candidate_id"] for a in summary["attempts"])
+
+
+def test_ahead_out_of_range_is_refused(tmp_path):
+    out = optimize("sgemm", "--proposer", "tuner", "--ahead", "0", "--results", str(tmp_path / "r"))
+    assert out.returncode == 2 and "--ahead must be between 1 and 32, got 0" in out.stderr
