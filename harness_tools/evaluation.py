@@ -37,6 +37,7 @@ from harness_tools.check.inputs import available_host_bytes, case_footprint, fre
 from harness_tools.check.reference import expected_outputs
 from harness_tools.check.worker_files import load_output, open_worker_file
 from harness_tools.compile import CompileResult, compile_candidate, nvrtc_version
+from harness_tools.compile.case_variants import compile_variants
 from harness_tools.compile.param_check import parameter_problem
 from harness_tools.errors import BackendError, CandidateError
 from harness_tools.run import cancellation
@@ -148,6 +149,11 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
             result.failure += f" (the evaluation's budget of {config.timeout_s:g} s, timeout_s, was spent compiling)"
         overhead.total_ms = (time.perf_counter() - started) * 1e3
         return result
+    if task.spec.size_defines and len(cases) > 1:  # the other cases' compiles, side by side on the compiler pool
+        variants_started = time.perf_counter()
+        fresh = compile_variants(candidate, task, cases, device.arch, compile_budget(deadline - time.perf_counter()))
+        if any(not r.cached for r in fresh):
+            overhead.compile_ms += (time.perf_counter() - variants_started) * 1e3
     # the caller's folder is kept; a scratch folder is removed afterwards
     where = contextlib.nullcontext(Path(config.outputs_dir)) if config.outputs_dir else scratch_dir("cudaopt-")
     with where as scratch:

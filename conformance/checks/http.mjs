@@ -38,7 +38,13 @@ export async function checkHttpSession(report, url) {
 
   const get = await probeGet(url, session);
   report.check("HTTP: GET /mcp is an event stream or 405", streamOr405(get), `HTTP ${get.status} ${get.type}`);
-  const resumed = await probeGet(url, { ...session, "last-event-id": "0" });
+  // The server keeps one standing GET stream per session (409 Conflict for a second) and notices the aborted one
+  // above only when its connection closes: a resuming client retries briefly, as this one does.
+  let resumed = await probeGet(url, { ...session, "last-event-id": "0" });
+  for (let tries = 0; resumed.status === 409 && tries < 30; tries += 1) {
+    await new Promise((done) => setTimeout(done, 100));
+    resumed = await probeGet(url, { ...session, "last-event-id": "0" });
+  }
   report.check("HTTP: GET /mcp with Last-Event-ID is an event stream or 405 (not a server error)", streamOr405(resumed),
     `HTTP ${resumed.status} ${resumed.type}`);
   if (!sessionId) return;

@@ -21,6 +21,7 @@ from cudaopt_mcp.service import views as S
 from cudaopt_mcp.service.arguments import CandidateArgs
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import Candidate, CompileResult, Task, compile_candidate
+from harness_tools.compile.case_variants import compile_variants
 from harness_tools.errors import CandidateError
 from harness_tools.task import candidate as candidates
 
@@ -96,6 +97,11 @@ def compile_stored(state: ServerState, run_id: str, candidate_id: str, cand: Can
 def compile_for_task(state: ServerState, task: Task, cand: Candidate, timeout_s: float | None = None) -> CompileResult:
     """NVRTC for this server's GPU; needs no lock (the compile cache is shared by threads and processes)."""
     arch = state.backend().device_info().arch
+    if task.spec.size_defines:  # every case's compile at once (an evaluation then finds them all); the first's is the answer
+        compiled = compile_variants(cand, task, task.spec.cases_for(["validation", "performance"], state.backend_name),
+                                    arch, timeout_s)
+        if compiled:
+            return compiled[0]
     try:  # a task with per-case size_defines: the compile its first case gets
         cand = candidates.for_case(cand, task, task.spec.cases[0].sizes)
     except CandidateError:

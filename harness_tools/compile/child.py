@@ -102,4 +102,9 @@ class _CompileService:
 
 
 SERVICE = _CompileService()
+
+
+def compile_workers() -> int:
+    """How many compiles may run at once (CUDAOPT_COMPILE_WORKERS, default the host's cores, at most 8)."""
+    return _CompileService.capacity()
 atexit.register(SERVICE.close)
