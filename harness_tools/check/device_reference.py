@@ -10,7 +10,10 @@ Per output, the form is ``hi`` plus, for float32 outputs, ``lo``:
 * half, bfloat16, fp8 and 8/16-bit integer outputs: ``hi`` alone, in float32 (within 2^-23·|ref|, while their own
   rounding is 2^-8 to 2^-3).
 
-A reference with a finite value beyond float32's range has no such form (it would read as Inf): that output is
+That is for tolerances far wider than those bounds. A tight one (a relative tolerance below 2^-18, about 16
+float32 ulps, or none at all) gets the exact float64 form whatever the dtype: with vector_add's rtol of 6e-8,
+just above float32's own rounding, the rounded form left elements undecided and the whole output went to the
+host every time. A reference with a finite value beyond float32's range has no such form (it would read as Inf): that output is
 compared on the host. The files are written once per (task, spec, oracle, case, seed) into the inputs folder
 the worker may read, in chunks (the float64 reference of a 6.4 GB output is 12.8 GB already), and kept like the
 input files (:class:`harness_tools.run.scratch.InputFiles`, bounded in bytes).
@@ -41,9 +44,16 @@ CHUNK = 1 << 24  # elements per pass while splitting
 FILES = InputFiles()
 
 
-def form_of(dtype: str) -> str:
-    """'exact', 'rest' (float32 plus a bfloat16 rest) or 'float32' (float32 alone)."""
-    return "exact" if dtype in EXACT_DTYPES else "rest" if dtype in WITH_REST else "float32"
+TIGHT_RTOL = 2.0 ** -18
+
+
+def form_of(dtype: str, atol: float = 1.0, rtol: float = 1.0) -> str:
+    """'exact', 'rest' (float32 plus a bfloat16 rest) or 'float32' (float32 alone), for an output of ``dtype``
+    judged with this tolerance (a tight one needs the exact reference: see the module docstring)."""
+    tight = (atol == 0 and rtol < TIGHT_RTOL) or 0 < rtol < TIGHT_RTOL
+    if dtype in EXACT_DTYPES or tight:
+        return "exact"
+    return "rest" if dtype in WITH_REST else "float32"
 
 
 def reference_key(task: Task, case: Case, seed: int) -> str:
@@ -60,28 +70,32 @@ def device_checks(task: Task, case: Case, seed: int, names: list[str],
     called only when the files of this case and seed are not kept yet."""
     key = reference_key(task, case, seed)
     buffers = {b.name: b for b in task.spec.outputs if b.name in names}
+    tolerances = {}
+    for name, buf in buffers.items():
+        tolerance = task.spec.tolerance_for(buf.dtype)
+        tolerances[name] = (float(evaluate_expression(tolerance.atol, case.sizes)), float(tolerance.rtol))
+    forms = {name: form_of(buf.dtype, *tolerances[name]) for name, buf in buffers.items()}
     files = FILES.cached((key, tuple(names)))
     if files is None:
         reference = expected()
-        files = FILES.store((key, tuple(names)), lambda folder: _write(folder, reference, buffers))
+        files = FILES.store((key, tuple(names)), lambda folder: _write(folder, reference, forms))
     checks = {}
     for name, buf in buffers.items():
         if f"{name}.hi" not in files:
             continue  # no device form: compared on the host
-        form = form_of(buf.dtype)
-        tolerance = task.spec.tolerance_for(buf.dtype)
+        form = forms[name]
         checks[name] = DeviceCheck(key=f"{key}|{name}", hi_file=str(files[f"{name}.hi"]),
                                    lo_file=str(files[f"{name}.lo"]) if f"{name}.lo" in files else None,
-                                   atol=float(evaluate_expression(tolerance.atol, case.sizes)), rtol=float(tolerance.rtol),
+                                   atol=tolerances[name][0], rtol=tolerances[name][1],
                                    max_mismatches=mismatch_budget(buf, case.sizes), rel_bound=REL_BOUND[form],
                                    abs_bound=ABS_BOUND[form])
     return checks
 
 
-def _write(folder: Path, reference: dict[str, np.ndarray], buffers: dict) -> dict[str, Path]:
+def _write(folder: Path, reference: dict[str, np.ndarray], forms: dict[str, str]) -> dict[str, Path]:
     files: dict[str, Path] = {}
-    for name, buf in buffers.items():
-        parts = split(reference[name], form_of(buf.dtype), folder / f"ref_{name}")
+    for name, form in forms.items():
+        parts = split(reference[name], form, folder / f"ref_{name}")
         if parts is not None:
             files.update({f"{name}.{part}": path for part, path in parts.items()})
     return files

@@ -118,3 +118,24 @@ def test_asking_for_the_device_on_the_cpu_backend_compares_on_the_host(cpu_backe
     result = run(task, cpu_backend, config=EvaluationConfig(roles=["validation"], seed=1, verify="device"))
     assert result.correct, result.failure
     assert [o.compared_on for c in result.cases for o in c.outputs] == ["host", "host"]
+
+
+def test_a_tight_tolerance_gets_the_exact_reference():
+    assert form_of("float32", 1e-5, 1e-5) == "rest"
+    assert form_of("float32", 0.0, 6e-8) == "exact"  # vector_add: just above float32's own rounding
+    assert form_of("float32", 4e-6, 2.4e-7) == "exact"  # a relative part of a few ulps
+    assert form_of("float32", 2e-6, 0.0) == "rest"  # an absolute tolerance alone
+    assert form_of("bfloat16", 0.0, 0.0) == form_of("float16", 0.0, 0.0) == "exact"  # exact results asked for
+    assert form_of("bfloat16", 2.0 ** -8, 2.0 ** -7) == "float32"
+
+
+def test_the_form_follows_the_task_tolerance(tmp_path):
+    task = _big_output_task(tmp_path / "t")
+    tight = task.model_copy(update={"spec": task.spec.model_copy(
+        update={"tolerance": {"float32": Tolerance(atol=0, rtol=6e-8)}})})
+    big = task.spec.cases[1]
+
+    def oracle():
+        return {"y": np.arange(5_000_000, dtype=np.float64) / 3}
+    check = device_checks_for(tight, big, 9, "cuda", "auto", oracle)["y"]
+    assert check.lo_file is None and check.rel_bound == 0 and np.load(check.hi_file).dtype == np.float64
