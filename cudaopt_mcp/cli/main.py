@@ -105,6 +105,16 @@ def _parser() -> argparse.ArgumentParser:
     doc.add_argument("--json", action="store_true")
     doc.set_defaults(func=_cmd_doctor)
 
+    sch = sub.add_parser("schema", help="print the JSON Schema of a file format (task: task.json)",
+                         description="Print the JSON Schema of task.json, generated from the models that load it. "
+                                     "Editors validate a task.json that names it: \"$schema\": \"path/to/task.schema.json\" "
+                                     "(relative to the file). Cross-field rules are checked when the task loads.",
+                         epilog="example: cudaopt schema task --out mytask/task.schema.json   (exit 0; 2 on a bad "
+                                "path)")
+    sch.add_argument("format", choices=["task"])
+    sch.add_argument("--out", type=Path, help="write it to this file instead of standard output")
+    sch.set_defaults(func=_cmd_schema)
+
     from cudaopt_mcp.cli.optimize import add_optimize_arguments
 
     opt = sub.add_parser("optimize", help="the autonomous loop: baseline, then proposals (LLM or tuner) evaluated "
@@ -130,6 +140,17 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         state.close()
     print(out.model_dump_json(indent=2, exclude_none=True) if args.json else text)
     return 0 if ok else 1
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from harness_tools.task.schema import schema_text
+
+    if args.out is None:
+        sys.stdout.write(schema_text())
+    else:
+        args.out.write_text(schema_text())
+        print(f"cudaopt: wrote {args.out}", file=sys.stderr)
+    return 0
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:

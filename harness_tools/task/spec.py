@@ -281,6 +281,9 @@ RESERVED_KERNEL_PREFIX = "cudaopt_"
 
 
 class TaskSpec(Strict):
+    schema_file: str | None = Field(None, alias="$schema", exclude=True, max_length=1000,
+                                    description="where this file's JSON Schema lies, for editors: a path relative to "
+                                                "task.json (cudaopt schema task); ignored by the engine")
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     description: str = Field(max_length=MAX_DESCRIPTION_CHARS)
     kernel_name: Annotated[str, _identifier("kernel name")]
