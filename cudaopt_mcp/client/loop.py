@@ -33,15 +33,18 @@ from cudaopt_mcp.api import (
 )
 from cudaopt_mcp.client.loop_models import LoopConfig, LoopSummary
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext
-from cudaopt_mcp.client.proposers import Proposer, ProposesAhead, ReportsUsage
+from cudaopt_mcp.client.proposers import NeedsTaskParts, Proposer, ProposesAhead, ReportsUsage
 from cudaopt_mcp.client.session import Session
 from cudaopt_mcp.client.terminal import Terminal
-from cudaopt_mcp.errors import SessionError
+from cudaopt_mcp.errors import ProposerUnavailable, SessionError
 
 
 async def optimise(session: Session, proposer: Proposer, config: LoopConfig, terminal: Terminal) -> LoopSummary:
     started = time.monotonic()
     run_id, backend, task = await _open_run(session, config)
+    problem = proposer.task_problem(task) if isinstance(proposer, NeedsTaskParts) else None
+    if problem:  # said before any work is done, with what to do instead
+        raise ProposerUnavailable(f"{problem} (run {run_id} was opened and left untouched)")
     run_dir = config.results / run_id
     seed = config.seed if config.seed is not None else random.randrange(1, 2**31)
     attempts = await _prior_attempts(session, run_id)

@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from cudaopt_mcp.api import TaskSummary
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
 from cudaopt_mcp.errors import ProposerUnavailable
 
@@ -56,6 +57,15 @@ class ProposesAhead(Protocol):
 
     def propose_ahead(self, context: ProposalContext) -> Proposal | NoProposal:
         """Like propose(), with the previous proposal still pending (its outcome comes through observe later)."""
+        ...
+
+
+@runtime_checkable
+class NeedsTaskParts(Protocol):
+    """A proposer that cannot work on every task (the tuner needs tunables): the loop asks before any work is done."""
+
+    def task_problem(self, task: TaskSummary) -> str | None:
+        """Why this proposer has nothing to do on ``task``, with what to do instead; None when it can work."""
         ...
 
 

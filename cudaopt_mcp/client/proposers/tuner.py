@@ -64,6 +64,23 @@ class TunerProposer:
                      else f"; {self._space.size:.3g} configurations, sampled")
         return line
 
+    def task_problem(self, task: TaskSummary) -> str | None:
+        if not task.tunables:
+            return (f"task {task.name!r} declares no tunable parameters, so the tuner has nothing to search. Declare "
+                    "them in its task.json under \"tunables\": a kernel source whose #defines they set and their "
+                    "values, e.g. {\"source\": \"tuned.cu\", \"params\": {\"BLOCK\": [128, 256, 512]}, "
+                    "\"launch\": {\"grid\": [\"ceil_div(n, BLOCK)\"], \"block\": [\"BLOCK\"]}} "
+                    "(examples/vector_add/task.json is a small complete one; cudaopt schema task lists every field), "
+                    "or let a model rewrite the kernel: --proposer llm (needs OPENAI_API_KEY)")
+        space = TunableSpace(task.tunables, task.tunable_constraints)
+        if space.size == 0:
+            empty = [name for name, values in zip(space.names, space.values) if not values]
+            return f"task {task.name!r}: tunable parameter(s) {', '.join(empty)} have no values to choose from"
+        if space.valid() == []:
+            return (f"task {task.name!r}: its tunables' constraints exclude every one of the {space.size} "
+                    "configurations, so the tuner has nothing to try; loosen tunables.constraints")
+        return None
+
     def propose(self, context: ProposalContext) -> Proposal | NoProposal:
         return self._propose(context, keep_pending=False)
 

@@ -254,3 +254,36 @@ def test_the_tuner_keeps_several_candidates_compiling_ahead(tmp_path):
 def test_ahead_out_of_range_is_refused(tmp_path):
     out = optimize("sgemm", "--proposer", "tuner", "--ahead", "0", "--results", str(tmp_path / "r"))
     assert out.returncode == 2 and "--ahead must be between 1 and 32, got 0" in out.stderr
+
+
+def _copy_without(tmp_path: Path, task: str, drop: str | None = None, constraints: list[str] | None = None) -> Path:
+    folder = tmp_path / task
+    shutil.copytree(BUNDLED_DIR / task, folder)
+    raw = json.loads((folder / "task.json").read_text())
+    raw.pop("$schema", None)
+    if drop:
+        raw.pop(drop)
+    if constraints is not None:
+        raw["tunables"]["constraints"] = constraints
+    (folder / "task.json").write_text(json.dumps(raw))
+    return folder
+
+
+def test_the_tuner_on_a_task_without_tunables_says_so_before_any_work(tmp_path):
+    folder = _copy_without(tmp_path, "reduce_sum", drop="tunables")
+    results = tmp_path / "results"
+    out = optimize(str(folder), "--proposer", "tuner", "--results", str(results))
+    assert out.returncode == 2, out.stderr
+    assert "declares no tunable parameters" in out.stderr and "--proposer llm" in out.stderr
+    assert '"tunables"' in out.stderr and "examples/vector_add/task.json" in out.stderr
+    assert "iteration" not in out.stderr.lower() and "baseline" not in out.stderr.lower()  # nothing was run
+    runs = list(results.glob("run-*"))
+    assert len(runs) == 1
+    candidates = runs[0] / "candidates"
+    assert not candidates.exists() or not any(candidates.iterdir())
+
+
+def test_the_tuner_on_constraints_that_exclude_everything_says_so(tmp_path):
+    folder = _copy_without(tmp_path, "reduce_sum", constraints=["BLOCK < 0"])
+    out = optimize(str(folder), "--proposer", "tuner", "--results", str(tmp_path / "results"))
+    assert out.returncode == 2 and "exclude every one of the" in out.stderr, out.stderr
