@@ -14,6 +14,7 @@ import threading
 
 from harness_tools.compile import disk_cache
 from harness_tools.compile.child import DEFAULT_TIMEOUT_S, SERVICE
+from harness_tools.compile.header_names import clash_note
 from harness_tools.compile.headers import HEADERS
 from harness_tools.compile.nvrtc import PROGRAM_NAME, CompileResult, cap_log, cuda_include_dir, nvrtc_version
 from harness_tools.task.candidate import Candidate
@@ -55,6 +56,9 @@ def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None =
     target = options[0].split("=", 1)[1]  # the --gpu-architecture _options chose (sm_90a with --arch-specific)
     result, cacheable = _run_isolated(verdict.source, options, target, kernels, version, timeout_s)
     result = _refuse_shadowed_defines(result, candidate)
+    note = clash_note(verdict.source, candidate.defines) if not result.ok and candidate.defines else ""
+    if note:
+        result = result.model_copy(update={"log": cap_log(result.log + note)[0], "full_log": result.full_log + note})
     if not cacheable:  # the compiler was killed or crashed: another try may behave differently
         return result
     _remember(key, result)

@@ -284,3 +284,14 @@ def test_a_source_define_that_shadows_a_candidate_define_is_refused():
     same = source.replace("2048", "4096")  # an identical redefinition is legal C and means the same
     assert compile_candidate(Candidate(source=same, kernel_name="k", launch={"grid": [1], "block": [64]},
                                        defines={"CHUNK": 4096}), "sm_90").ok
+
+
+def test_a_define_named_like_a_header_identifier_is_explained():
+    source = ('#include <cuda_fp16.h>\n'
+              'extern "C" __global__ void k(__half* y) { y[threadIdx.x] = __float2half((float)T); }\n')
+    clashing = compile_candidate(Candidate(source=source, kernel_name="k", launch=LAUNCH, defines={"T": "8"}), "sm_90")
+    assert not clashing.ok
+    assert "the define T is also an identifier in cuda_fp16.h" in clashing.log and "-DT=8" in clashing.log
+    renamed = source.replace("(float)T", "(float)TILE")
+    fine = compile_candidate(Candidate(source=renamed, kernel_name="k", launch=LAUNCH, defines={"TILE": "8"}), "sm_90")
+    assert fine.ok and "also an identifier" not in fine.log
