@@ -105,6 +105,19 @@ def _parser() -> argparse.ArgumentParser:
     doc.add_argument("--json", action="store_true")
     doc.set_defaults(func=_cmd_doctor)
 
+    new = sub.add_parser("new", help="start a task folder from a kernel file",
+                         description="Write DIR/task.json, DIR/reference.py and a copy of the kernel: the kernel's "
+                                     "typed parameters read from its source (pointers become buffers, const ones "
+                                     "inputs; integer scalars become sizes), starter validation sizes and a "
+                                     "performance case. Then fill in what it prints and run cudaopt eval DIR.",
+                         epilog="example: cudaopt new mytask --kernel saxpy.cu   (exit 0; 2 when the kernel cannot be "
+                                "read or DIR already holds a task)")
+    new.add_argument("folder", type=Path, metavar="DIR")
+    new.add_argument("--kernel", type=Path, required=True, metavar="FILE.cu", help="the kernel's source file")
+    new.add_argument("--name", help="the task's name (default: the folder's)")
+    new.add_argument("--kernel-name", help="which __global__ function, when the file has several")
+    new.set_defaults(func=_cmd_new)
+
     sch = sub.add_parser("schema", help="print the JSON Schema of a file format (task: task.json)",
                          description="Print the JSON Schema of task.json, generated from the models that load it. "
                                      "Editors validate a task.json that names it: \"$schema\": \"path/to/task.schema.json\" "
@@ -140,6 +153,19 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         state.close()
     print(out.model_dump_json(indent=2, exclude_none=True) if args.json else text)
     return 0 if ok else 1
+
+
+def _cmd_new(args: argparse.Namespace) -> int:
+    from harness_tools.task.loading import load_task
+    from harness_tools.task.scaffold import write_task_folder
+    from harness_tools.task.schema import SCHEMA_FILE
+
+    todo = write_task_folder(args.folder, args.kernel, args.name, args.kernel_name, schema=SCHEMA_FILE)
+    load_task(args.folder)  # what it wrote loads
+    print(f"wrote {args.folder}/task.json, reference.py and {args.kernel.name}; still to do:")
+    for number, step in enumerate(todo, start=1):
+        print(f"  {number}. {step}")
+    return 0
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
