@@ -32,9 +32,33 @@ def program_inconsistency(spec: TaskSpec) -> tuple[str, str] | None:
         if clash:
             kind = "tunables.params" if field == "tunables" else "baseline.defines"
             return kind, f"{clash} are also size_defines (set per case by the task); rename one of them"
-        problem = _program_problem(spec, program)
+        problem = _program_problem(spec, program) or _unknown_names(program, set(spec.sizes) | defines
+                                                                     | set(spec.size_defines))
         if problem:
             return f"{field}.{problem[0]}", problem[1]
+    return None
+
+
+def _unknown_names(program: KernelProgram, visible: set[str]) -> tuple[str, str] | None:
+    """A launch, scratch or scalar expression naming something that is neither a size nor a define of the program:
+    found here, when the task loads, rather than as a failure of every case."""
+    exprs: list[tuple[str, object]] = []
+    steps = [("launch", program.launch)] if program.launch is not None else [
+        (f"launches.{i}", step) for i, step in enumerate(program.launches or [])]
+    for where, step in steps:
+        exprs += [(f"{where}.grid.{k}", e) for k, e in enumerate(step.grid)]
+        exprs += [(f"{where}.block.{k}", e) for k, e in enumerate(step.block)] + [(f"{where}.shared_mem", step.shared_mem)]
+        exprs += [(f"{where}.args.{j}", a.value) for j, a in enumerate(getattr(step, "args", None) or [])
+                  if isinstance(a, ScalarValue)]
+    exprs += [(f"scratch.{i}.count", b.count) for i, b in enumerate(program.scratch)]
+    for where, expr in exprs:
+        try:
+            unknown = expressions.names_in(expr) - visible
+        except ExpressionError as exc:
+            return where, str(exc)
+        if unknown:
+            return where, (f"{expr!r} names {sorted(unknown)}, which is neither a size of the task nor a define of "
+                           f"this program; known: {sorted(visible)}")
     return None
 
 

@@ -308,3 +308,24 @@ def test_an_option_the_engine_sets_itself_is_refused_in_the_task_file(tmp_path, 
 
     err = spec_error(tmp_path, mutate)
     assert f"{where}.options.1" in str(err) and "'-I/etc' is not accepted" in str(err)
+
+
+@pytest.mark.parametrize("field, mutate", [
+    ("baseline.launch.grid.0", lambda s: s["baseline"]["launch"].update(grid=["ceil_div(M, 256)"])),
+    ("baseline.launch.shared_mem", lambda s: s["baseline"]["launch"].update(shared_mem="TILE * 4")),
+    ("tunables.launch.block.0", lambda s: s.update(tunables={"source": "baseline.cu", "params": {"B": [64, 128]},
+                                                             "launch": {"grid": ["ceil_div(N, B)"], "block": ["BLOCK"]}})),
+])
+def test_an_unknown_name_in_a_launch_is_found_when_the_task_loads(tmp_path, field, mutate):
+    err = spec_error(tmp_path, mutate)
+    assert err.field == field and "neither a size of the task nor a define of this program" in str(err)
+
+
+def test_launch_names_may_be_sizes_defines_tunables_and_size_defines(tmp_path):
+    spec = copy.deepcopy(GOOD)
+    spec["baseline"]["defines"] = {"THREADS": 256}
+    spec["baseline"]["launch"] = {"grid": ["ceil_div(N, THREADS)"], "block": ["THREADS"], "shared_mem": "4 * WIDTH"}
+    spec["size_defines"] = {"WIDTH": "N"}
+    spec["tunables"] = {"source": "baseline.cu", "params": {"B": [64, 128]},
+                        "launch": {"grid": ["ceil_div(N, B)"], "block": ["B"], "shared_mem": "WIDTH"}}
+    assert load_task(make_task(tmp_path / "t", spec)).spec.tunables is not None
