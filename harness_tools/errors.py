@@ -32,7 +32,8 @@ class TaskSpecError(HarnessError):
 
     def __init__(self, file: str, field: str, problem: str):
         self.file, self.field, self.problem = file, field, problem
-        super().__init__(f"{file}: {field}: {problem}")
+        # "-": the problem is the file's or folder's as a whole, not one field's
+        super().__init__(f"{file}: {problem}" if field == "-" else f"{file}: {field}: {problem}")
 
 
 class ExpressionError(HarnessError):

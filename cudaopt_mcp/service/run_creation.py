@@ -53,6 +53,10 @@ def _named_task(state: ServerState, name: str) -> Task:
         if not any(folder.is_relative_to(r) for r in roots):
             raise StepRefused("over HTTP only bundled tasks and task folders under the server's --task-root folders "
                               f"are accepted ({', '.join(map(str, roots)) or 'none configured'})")
+    if not folder.is_dir() and not Path(name).expanduser().is_absolute():
+        raise StepRefused(f"{name!r} is not a bundled task ({', '.join(bundled_task_names())}) nor a task folder: a "
+                          f"relative path is resolved against the server's working directory ({Path.cwd()}), which "
+                          "need not be the client's; give the folder's absolute path")
     return resolve_task(folder)
 
 

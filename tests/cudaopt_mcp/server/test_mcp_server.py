@@ -407,3 +407,14 @@ def test_unknown_arguments_are_refused_by_name_and_tools_have_titles(tmp_path):
             history = (await call(c, "history", run_id=run_id)).structured_content
             assert not any(e.get("event") == "evaluate" for e in history["events"])  # nothing ran on defaults
     anyio.run(main)
+
+
+def test_a_relative_task_folder_says_where_it_was_looked_for(tmp_path):
+    async def main():
+        async with client(tmp_path / "results") as c:
+            missing = await call(c, "create_run", task="my_tasks/scale")
+            assert missing.is_error
+            message = text(missing)
+            assert "not a bundled task" in message and "server's working directory" in message
+            assert "absolute path" in message and ": -:" not in message
+    anyio.run(main)
