@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from cudaopt_mcp.cli.eval_report import eval_table
+from cudaopt_mcp.cli.help_texts import command
 from harness_tools import (
     EvaluationConfig,
     HarnessError,
@@ -50,11 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    tasks = sub.add_parser("tasks", help="list the bundled tasks")
+    tasks = command(sub, "tasks", "list the bundled tasks")
     tasks.add_argument("--json", action="store_true")
     tasks.set_defaults(func=_cmd_tasks)
 
-    ev = sub.add_parser("eval", help="compile, validate and time one candidate of a task")
+    ev = command(sub, "eval", "compile, validate and time one candidate of a task")
     ev.add_argument("task", help="bundled task name or task folder")
     ev.add_argument("--kernel", type=Path, help="CUDA source file (default: the task's baseline)")
     ev.add_argument("--tuned", metavar="NAME=V,...", help="use the task's tunable kernel with these values")
@@ -84,53 +85,43 @@ def _parser() -> argparse.ArgumentParser:
 
     from cudaopt_mcp.server.options import add_serve_arguments  # no MCP import: the CLI stays light
 
-    srv = sub.add_parser("serve", help="run the MCP server (stdio by default, or streamable HTTP)")
+    srv = command(sub, "serve", "run the MCP server (stdio by default, or streamable HTTP)")
     add_serve_arguments(srv)
     srv.set_defaults(func=_cmd_serve)
 
     for name, what in (("profile", "Nsight Compute summary of a stored candidate (cuda backend)"),
                        ("sanitize", "compute-sanitizer (cuda) or race check and guarded buffers (cpu) on a stored candidate")):
-        cmd = sub.add_parser(name, help=what)
+        cmd = command(sub, name, what)
         cmd.add_argument("run_id")
         cmd.add_argument("candidate_id")
         cmd.add_argument("--results", type=Path, default=Path("results"), help="run folders (default ./results)")
         cmd.add_argument("--backend", choices=available_backends(), help="default: cuda if a GPU is present, else cpu")
-        cmd.add_argument("--case", action="append", help="case to use (profile: one performance case; sanitize: "
-                                                         "validation cases, repeatable)")
+        cmd.add_argument("--case", action="append",
+                         help="the performance case to profile (default: the first)" if name == "profile" else
+                         "a validation case to check (repeatable; default: every validation case)")
         cmd.add_argument("--timeout", type=float, default=300.0, help="seconds before the tool is killed")
         cmd.add_argument("--json", action="store_true")
         cmd.set_defaults(func=_cmd_inspect, inspect=name)
 
-    doc = sub.add_parser("doctor", help="is candidate code jailed here? runs a probe in the jail and says what it could reach")
+    doc = command(sub, "doctor", "is candidate code jailed here? runs a probe in the jail and says what it could reach")
     doc.add_argument("--json", action="store_true")
     doc.set_defaults(func=_cmd_doctor)
 
-    new = sub.add_parser("new", help="start a task folder from a kernel file",
-                         description="Write DIR/task.json, DIR/reference.py and a copy of the kernel: the kernel's "
-                                     "typed parameters read from its source (pointers become buffers, const ones "
-                                     "inputs; integer scalars become sizes), starter validation sizes and a "
-                                     "performance case. Then fill in what it prints and run cudaopt eval DIR.",
-                         epilog="example: cudaopt new mytask --kernel saxpy.cu   (exit 0; 2 when the kernel cannot be "
-                                "read or DIR already holds a task)")
+    new = command(sub, "new", "start a task folder from a kernel file")
     new.add_argument("folder", type=Path, metavar="DIR")
     new.add_argument("--kernel", type=Path, required=True, metavar="FILE.cu", help="the kernel's source file")
     new.add_argument("--name", help="the task's name (default: the folder's)")
     new.add_argument("--kernel-name", help="which __global__ function, when the file has several")
     new.set_defaults(func=_cmd_new)
 
-    sch = sub.add_parser("schema", help="print the JSON Schema of a file format (task: task.json)",
-                         description="Print the JSON Schema of task.json, generated from the models that load it. "
-                                     "Editors validate a task.json that names it: \"$schema\": \"path/to/task.schema.json\" "
-                                     "(relative to the file). Cross-field rules are checked when the task loads.",
-                         epilog="example: cudaopt schema task --out mytask/task.schema.json   (exit 0; 2 on a bad "
-                                "path)")
+    sch = command(sub, "schema", "print the JSON Schema of a file format (task: task.json)")
     sch.add_argument("format", choices=["task"])
     sch.add_argument("--out", type=Path, help="write it to this file instead of standard output")
     sch.set_defaults(func=_cmd_schema)
 
     from cudaopt_mcp.cli.optimize import add_optimize_arguments
 
-    opt = sub.add_parser("optimize", help="the autonomous loop: baseline, then proposals (LLM or tuner) evaluated "
+    opt = command(sub, "optimize", "the autonomous loop: baseline, then proposals (LLM or tuner) evaluated "
                                           "through the MCP server")
     add_optimize_arguments(opt, available_backends())
     opt.set_defaults(func=_cmd_optimize)

@@ -35,7 +35,8 @@ def profile_step(state: ServerState, run_id: str, candidate_id: str, case: str |
         task, cand = store.task(run_id), load_candidate(state, run_id, candidate_id)
         traits = backend_traits(state.backend_name)
         if not traits.profiler:
-            out.reason = (f"profiling needs the cuda backend (Nsight Compute on an NVIDIA GPU); this server runs the "
+            where = ("this command runs" if state.config.transport == "inprocess" else "this server runs")
+            out.reason = (f"profiling needs the cuda backend (Nsight Compute on an NVIDIA GPU); {where} the "
                           f"{state.backend_name} backend, whose timings are {traits.clock}")
             return out
         folder = store.candidate_dir(run_id, candidate_id)
