@@ -9,15 +9,13 @@ arguments and unknown ids raise (:class:`~cudaopt_mcp.errors.StepRefused`, :clas
 Candidate folder (see :mod:`cudaopt_mcp.service.runs`): ``candidate.json`` (meta + the candidate),
 ``kernel.cu``, ``compile.json``, ``compile.log``, then per step ``evaluation.json`` (evaluate),
 ``execution.json`` (run) or ``timing.json`` (time), and ``outputs/<case>/<buffer>.npy`` for the
-latest step's cases whose outputs are small enough to keep (up to 64 MiB per failed case, 8 MiB per
-passed one). ``.evaluating`` marks work in progress:
+latest step's cases whose outputs are kept (:mod:`cudaopt_mcp.service.kept_outputs`: failures within a budget,
+the baseline's, the best's, and whatever ``run`` produced). ``.evaluating`` marks work in progress:
 after a crash it stays, and the candidate reads as ``interrupted`` until it is evaluated again.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from pathlib import Path
 from typing import Literal
@@ -33,11 +31,11 @@ from cudaopt_mcp.service.best import Offer
 from cudaopt_mcp.service.best import offer as offer_best
 from cudaopt_mcp.service.cancelled import recorded_if_cancelled
 from cudaopt_mcp.service.candidates import build_candidate, compile_stored, load_candidate, register_candidate
+from cudaopt_mcp.service.kept_outputs import forget_passed_outputs, keep_outputs
 from cudaopt_mcp.service.progress import Progress, no_progress
-from cudaopt_mcp.service.runs import ARTIFACT, atomic_write
+from cudaopt_mcp.service.runs import atomic_write
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import Candidate, Task
-from harness_tools.check.worker_files import open_worker_file
 from harness_tools.evaluation import (
     MIN_CASE_S,
     EvaluationConfig,
@@ -51,8 +49,6 @@ from harness_tools.run.scratch import scratch_dir
 
 Step = Literal["evaluate", "run", "time"]
 RECORD = {"evaluate": "evaluation.json", "run": "execution.json", "time": "timing.json"}
-KEEP_OUTPUT_BYTES = 64 << 20  # outputs of a failed case: the evidence
-KEEP_PASSED_OUTPUT_BYTES = 8 << 20  # a passed case's: copying big ones to disk on every call cost more than the rest
 def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: str | None = None,
                  candidate: CandidateArgs | None = None, note: str | None = None, timing: TimingArgs | None = None,
                  progress: Progress = no_progress) -> EvaluateOutput:
@@ -117,7 +113,7 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
                                   on_case=lambda done, total, case: progress(
                                       2 + done / max(total, 1), 4, f"case {case.name}: {case.status} ({done}/{total})"))
             progress(3, 4, "storing results")
-            kept = _keep_outputs(result, scratch, folder)
+            kept = keep_outputs(result, scratch, folder, store.run_dir(run_id))
             if step == "run":
                 _strip_timing(result)
             atomic_write(folder / RECORD[step], result.model_dump_json(indent=2))
@@ -125,12 +121,29 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
         marker.unlink(missing_ok=True)
     _fill(out, result, kept, run_id, candidate_id, step, with_timing=step != "run")
     validated = validated_before or ("validation" in roles and result.correct)
+    previous_best = store.best(run_id)
     _update_scores(state, run_id, candidate_id, task, cand, result, config, out, validated)
+    if step == "evaluate":  # the search's step; run (for looking at outputs) and time keep what they made
+        _trim_outputs(state, run_id, candidate_id, out, previous_best.candidate_id if previous_best else None)
     store.append_history(run_id, {"event": step, "candidate_id": candidate_id, "correct": result.correct,
                                   "score_ms": result.score_ms, "roles": list(roles), "seed": result.seed,
                                   **({"failure": result.failure[:200]} if result.failure else {}),
                                   **({"new_best": True} if out.new_best else {})})
     return out
+
+
+def _trim_outputs(state: ServerState, run_id: str, candidate_id: str, out: EvaluateOutput,
+                  previous_best: str | None) -> None:
+    """Passed outputs stay with the baseline and the best only (service.kept_outputs)."""
+    store = state.store
+    best = store.best(run_id)
+
+    def is_baseline(cid: str) -> bool:
+        return bool((store.read_json(run_id, cid, "candidate.json") or {}).get("baseline"))
+    if out.new_best and previous_best and previous_best != candidate_id and not is_baseline(previous_best):
+        forget_passed_outputs(store.candidate_dir(run_id, previous_best))
+    if not is_baseline(candidate_id) and (best is None or best.candidate_id != candidate_id):
+        out.outputs_kept = forget_passed_outputs(store.candidate_dir(run_id, candidate_id))
 
 
 def _fill(out: EvaluateOutput, result: EvaluationResult, kept: list[str], run_id: str, candidate_id: str,
@@ -181,37 +194,6 @@ def _validated(task: Task, folder: Path) -> bool:
             if names and names <= passed:
                 return True
     return False
-
-
-def _keep_outputs(result: EvaluationResult, scratch: Path, folder: Path) -> list[str]:
-    """Copy each case's outputs (when small) into the candidate folder; inputs are replayable from the seed.
-
-    The worker wrote them and runs candidate code: each file is opened once (never through a link, only
-    inside ``scratch``) and its content copied, so nothing it swaps in later reaches the results folder."""
-    target = folder / "outputs"
-    shutil.rmtree(target, ignore_errors=True)
-    kept = []
-    for case in result.cases:
-        if case.run is None or not case.run.outputs or not ARTIFACT.match(case.name):
-            continue
-        handles = {name: open_worker_file(path, scratch) for name, path in case.run.outputs.items()
-                   if ARTIFACT.match(name)}
-        files = {name: handle for name, handle in handles.items() if handle is not None}
-        try:
-            limit = KEEP_PASSED_OUTPUT_BYTES if case.passed else KEEP_OUTPUT_BYTES
-            if not files or sum(os.fstat(h.fileno()).st_size for h in files.values()) > limit:
-                case.run.outputs = {}
-                continue
-            (target / case.name).mkdir(parents=True, exist_ok=True)
-            for name, handle in files.items():
-                with open(target / case.name / f"{name}.npy", "wb") as out:
-                    shutil.copyfileobj(handle, out)
-        finally:
-            for handle in files.values():
-                handle.close()
-        case.run.outputs = {name: f"outputs/{case.name}/{name}.npy" for name in files}
-        kept.append(case.name)
-    return kept
 
 
 def _strip_timing(result: EvaluationResult) -> None:

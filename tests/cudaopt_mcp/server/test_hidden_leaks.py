@@ -87,6 +87,8 @@ async def _sweep(c: Client, state: ServerState, folder: Path) -> list[str]:
                      launch={"grid": ["ceil_div(n, 64)"], "block": [64]})
     while (await tool("job", job_id=job["job_id"]))["status"] == "running":
         await anyio.sleep(0.5)
+    # a passing candidate's evaluate keeps no outputs unless it is the best: run keeps them, so they are swept too
+    await tool("run", run_id=run_id, candidate_id=state.store.candidate_ids(run_id)[-1], timeout_s=120)
 
     with state.store.locked(run_id):  # what the lead's evaluate does before a candidate may become best
         task = state.store.task(run_id)
