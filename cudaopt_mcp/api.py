@@ -258,6 +258,8 @@ class EvaluateOutput(BaseModel):
     step: Literal["evaluate", "run", "time"]
     correct: bool = Field(description="every case that ran passed")
     failure: str | None = None
+    hints: list[str] | None = Field(None, description="where the evidence of a failure points (an unguarded edge, "
+                                                      "a race, unwritten elements, a fault)")
     backend: str
     clock: str | None = Field(None, description="cuda-events, or cpu-wall-clock on the cpu backend")
     seed: int | None = None

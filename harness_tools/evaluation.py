@@ -33,6 +33,7 @@ from harness_tools.check.case_request import case_arguments, case_inputs, case_r
 from harness_tools.check.compare import OutputComparison, compare, mismatch_message
 from harness_tools.check.custom_check import custom_check_failure, judged_by_check
 from harness_tools.check.device_compare import Once, compared_on_device, device_checks_for, with_checks
+from harness_tools.check.failure_hints import hints_for
 from harness_tools.check.inputs import available_host_bytes, case_footprint, fresh_seed
 from harness_tools.check.reference import expected_outputs
 from harness_tools.check.worker_files import load_output, open_worker_file
@@ -111,6 +112,7 @@ class EvaluationResult(BaseModel):
     score_ms: float | None = None
     score_ci: Interval | None = Field(None, description="confidence interval of the score (run.statistics)")
     failure: str | None = Field(None, description="the first thing that went wrong, in one line")
+    hints: list[str] = Field(default_factory=list, description="where the evidence points (check.failure_hints)")
     environment: Environment
     overhead: Overhead
 
@@ -169,6 +171,7 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
     failed = next((c for c in result.cases if not c.passed), None)
     if failed:
         result.failure = f"case {failed.name}: {failed.status}: {failed.message}"
+        result.hints = hints_for(candidate, result.cases, cases)
     if not result.cases:
         result.failure = (f"no {'/'.join(config.roles)} case of task {task.name} runs on the {backend.name} backend "
                           f"(cases name their backends in task.json)")

@@ -49,6 +49,7 @@ def eval_table(result: EvaluationResult) -> str:
         lines.append(f"CORRECT · score {score}")
     else:
         lines.append(f"NOT CORRECT · {result.failure}")
+        lines += [f"hint: {h}" for h in result.hints]
     return "\n".join(lines)
 
 

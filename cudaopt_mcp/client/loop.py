@@ -118,6 +118,11 @@ async def _context(session: Session, proposer: Proposer, config: LoopConfig, run
         requests_dir=run_dir / "requests")
 
 
+def _with_hints(failure: str | None, hints: list[str] | None) -> str | None:
+    """The failure as the proposer reads it, with where the evidence points."""
+    return failure + "".join(f"\nhint: {h}" for h in hints) if failure and hints else failure
+
+
 @dataclass
 class _Ahead:
     proposal: Proposal | NoProposal
@@ -212,7 +217,7 @@ def attempt_from_evaluation(iteration: int, proposal: Proposal | None, out: Eval
         speedup_vs_baseline=out.speedup_vs_baseline, speedup_vs_best=out.speedup_vs_best,
         registers=compiled.registers, spill_bytes=compiled.spill_store_bytes, evaluation=out,
         case_medians_ms={c.name: c.median_ms for c in out.cases if c.median_ms is not None},
-        failure=out.failure or (compiled.first_error if status == "compile_error" else None))
+        failure=_with_hints(out.failure or (compiled.first_error if status == "compile_error" else None), out.hints))
 
 
 async def _prior_attempts(session: Session, run_id: str) -> list[Attempt]:

@@ -149,6 +149,7 @@ def _trim_outputs(state: ServerState, run_id: str, candidate_id: str, out: Evalu
 def _fill(out: EvaluateOutput, result: EvaluationResult, kept: list[str], run_id: str, candidate_id: str,
           step: Step, with_timing: bool) -> None:
     out.correct, out.failure, out.seed, out.score_ms = result.correct, result.failure, result.seed, result.score_ms
+    out.hints = list(result.hints) or None
     out.cases = [S.case_outcome(c, with_timing) for c in result.cases]
     out.clock = next((c.timing.clock for c in result.cases if c.timing), None) if with_timing else None
     out.outputs_kept = kept
