@@ -18,6 +18,7 @@ import os
 
 from harness_tools.backends.contract import CaseRequest, CaseRun, RaceReport
 from harness_tools.backends.cpu.build import build_kernel, cache_root, compiler, compiler_home, kernel_cache, runtime_library
+from harness_tools.backends.cpu.fault_lines import with_source_line
 from harness_tools.backends.cpu.translate import missing_constants, unsupported
 from harness_tools.backends.protocols import BackendTraits
 from harness_tools.backends.worker_backend import WorkerBackend
@@ -78,6 +79,7 @@ class CpuBackend(WorkerBackend):
             self._worker.close()  # the next call starts a fresh worker: nothing of the last kernel survives
         self._library = str(build.path)
         run = self.forward(request, timeout_s, library=self._library)
+        run.message = with_source_line(run.message, build.path)
         run.load_ms += build.build_ms
         return run
 

@@ -26,7 +26,7 @@ from harness_tools.run.jail import JailSpec, Limits
 from harness_tools.task.include_guard import NOOP_HEADERS
 
 RUNTIME_DIR = Path(__file__).parent / "runtime"
-KERNEL_FLAGS = ["-O2", "-std=c++17", "-fPIC", "-shared", "-pthread", "-march=native", "-fno-strict-aliasing",
+KERNEL_FLAGS = ["-O2", "-g", "-std=c++17", "-fPIC", "-shared", "-pthread", "-march=native", "-fno-strict-aliasing",
                 "-Wno-unknown-pragmas", "-w"]
 BUILD_TIMEOUT_S = 180
 BUILD_MEMORY_MB = int(os.environ.get("CUDAOPT_COMPILE_MEMORY_MB", "4096"))

@@ -74,11 +74,13 @@ void add_code_location(Message& m, uintptr_t ip) {
     if (!ip || !dladdr(reinterpret_cast<void*>(ip), &info) || !info.dli_fname) return;
     const char* file = strrchr(info.dli_fname, '/');
     file = file ? file + 1 : info.dli_fname;
+    /* the offset in the file comes first: the parent turns it into a kernel.cu line (addr2line) */
+    const unsigned long in_file = static_cast<unsigned long>(ip - reinterpret_cast<uintptr_t>(info.dli_fbase));
     if (info.dli_sname && info.dli_saddr)
-        m.add(" [code at %s: %s+0x%lx]", file, info.dli_sname,
+        m.add(" [code at %s+0x%lx: %s+0x%lx]", file, in_file, info.dli_sname,
               static_cast<unsigned long>(ip - reinterpret_cast<uintptr_t>(info.dli_saddr)));
     else
-        m.add(" [code at %s+0x%lx]", file, static_cast<unsigned long>(ip - reinterpret_cast<uintptr_t>(info.dli_fbase)));
+        m.add(" [code at %s+0x%lx]", file, in_file);
 }
 
 const char* access_kind(const Worker* w) {

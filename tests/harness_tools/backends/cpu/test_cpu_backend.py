@@ -170,6 +170,8 @@ def test_out_of_bounds_write_names_the_argument_and_the_next_launch_works(cpu_ba
     run = result.cases[0].run
     assert run.error == "CPU_OUT_OF_BOUNDS", run
     assert "'out'" in run.message and "block (" in run.message and "thread (" in run.message
+    line = 1 + next(i for i, text in enumerate(cand.source.splitlines()) if "out[" in text)
+    assert f"[kernel.cu line {line};" in run.message, run.message  # the line, not only an offset in a library
     assert not run.worker_restarted  # the process survived the fault
     task, good = _candidate("transpose", GOOD_TRANSPOSE)
     assert evaluate(task, good, cpu_backend, VALIDATION).correct
