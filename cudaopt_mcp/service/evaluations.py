@@ -123,7 +123,8 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
     validated = validated_before or ("validation" in roles and result.correct)
     previous_best = store.best(run_id)
     _update_scores(state, run_id, candidate_id, task, cand, result, config, out, validated)
-    if step == "evaluate":  # the search's step; run (for looking at outputs) and time keep what they made
+    if step == "evaluate" and out.score_ms is not None:  # a scored search step; run, time and validation-only
+        # evaluations keep what they made (they are how a client looks at outputs)
         _trim_outputs(state, run_id, candidate_id, out, previous_best.candidate_id if previous_best else None)
     store.append_history(run_id, {"event": step, "candidate_id": candidate_id, "correct": result.correct,
                                   "score_ms": result.score_ms, "roles": list(roles), "seed": result.seed,

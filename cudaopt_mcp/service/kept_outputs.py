@@ -3,8 +3,9 @@
 Every output is replayable (inputs come from the recorded seed), so outputs are kept only where someone will look:
 a failed case's (where in the output it is wrong: up to 64 MiB per case, and up to ``CUDAOPT_RUN_OUTPUTS_MB`` of
 failures per run, default 256), and a passed case's of the baseline and of the current best (8 MiB per case).
-A passing candidate that an ``evaluate`` does not make the best loses its outputs after scoring (``run``, the step
-for looking at outputs, and ``time`` keep theirs); a best that is displaced loses them too. Before this, every passing candidate of a small task kept a 4 MiB output: 90 MB after 23.
+A passing candidate that a scored ``evaluate`` (the search's step) does not make the best loses its outputs
+(``run``, ``time`` and validation-only evaluations keep theirs: they are how a client looks at outputs); a best
+that is displaced loses them too. Before this, every passing candidate of a small task kept a 4 MiB output: 90 MB after 23.
 
 The worker wrote the files and runs candidate code: each file is opened once (never through a link, only inside
 the scratch folder) and its content copied, so nothing it swaps in later reaches the results folder. The cases

@@ -60,6 +60,9 @@ def test_passing_outputs_stay_with_the_baseline_and_the_best_and_failures_are_ke
 
     ran = evaluations.execute_step(state, "run", run_id, candidate_id=clone.candidate_id, timing=TIMING)
     assert ran.outputs_kept and _kept(state, run_id, clone.candidate_id)  # run is for looking at outputs
+    checked = evaluations.execute_step(state, "evaluate", run_id, candidate=CandidateArgs(defines={"CUDAOPT_CLONE": 2}),
+                                       timing=TimingArgs(timeout_s=300, roles=["validation"]))
+    assert checked.correct and checked.outputs_kept  # unscored: a client looking at outputs, not the search
 
 
 def test_failures_beyond_the_run_budget_are_not_kept(state, monkeypatch):
