@@ -36,6 +36,7 @@ from harness_tools.check.device_compare import Once, compared_on_device, device_
 from harness_tools.check.failure_hints import hints_for
 from harness_tools.check.inputs import available_host_bytes, case_footprint, fresh_seed
 from harness_tools.check.reference import expected_outputs
+from harness_tools.check.same_inputs_rerun import rerun_differences
 from harness_tools.check.worker_files import load_output, open_worker_file
 from harness_tools.compile import CompileResult, compile_candidate, nvrtc_version
 from harness_tools.compile.case_variants import compile_variants
@@ -84,6 +85,9 @@ class CaseResult(BaseModel):
     tflops: float | None = None
     gbps: float | None = None
     races: RaceReport | None = Field(None, description="the race check's report, when one ran")
+    rerun_differs: dict[str, int] | None = Field(
+        None, description="a mismatch run again on the same inputs: per output, the elements whose bytes differed "
+        "between the two runs (any: the result depends on thread timing, a race)")
 
 
 class Overhead(BaseModel):
@@ -230,6 +234,7 @@ class _CaseRunner:
         self.stop_reason: str | None = None
         self.input_files: dict[str, Path] = {}
         self.any_failed = False
+        self.rerun_done = False
 
     def run(self, case: Case, candidate: Candidate) -> CaseResult:
         base = CaseResult(name=case.name, role=case.role, sizes=case.sizes, status="skipped", passed=False)
@@ -280,6 +285,10 @@ class _CaseRunner:
         self.overhead.compare_ms += device_compare_ms
         self.overhead.time_ms += run.time_ms
         result = self._judge(case, run, expected, case_dir / "out")
+        if result.status == "mismatch" and case.role == "validation" and not self.rerun_done and run.outputs:
+            self.rerun_done = True  # once per evaluation: evidence for the hint, not a second verdict
+            result.rerun_differs = rerun_differences(self.backend, request, run, case_dir / "out",
+                                                     max(self._left(), MIN_CASE_S))
         if self.config.race_check and case.role == "validation" and result.passed:
             self._race_check(request, result)
         self.any_failed |= not result.passed

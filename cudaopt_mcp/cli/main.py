@@ -147,12 +147,16 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_new(args: argparse.Namespace) -> int:
+    from harness_tools.compile.signature_check import checked_signature
     from harness_tools.task.loading import load_task
     from harness_tools.task.scaffold import write_task_folder
     from harness_tools.task.schema import SCHEMA_FILE
 
-    todo = write_task_folder(args.folder, args.kernel, args.name, args.kernel_name, schema=SCHEMA_FILE)
+    kernel, params, how = checked_signature(args.kernel.read_text(), args.kernel_name)
+    todo = write_task_folder(args.folder, args.kernel, args.name, kernel, schema=SCHEMA_FILE, signature=(kernel, params))
     load_task(args.folder)  # what it wrote loads
+    shown = ", ".join(f"{p.dtype}{'*' if p.pointer else ''} {p.name}" for p in params)
+    print(f"signature: {kernel}({shown}), {how}")
     print(f"wrote {args.folder}/task.json, reference.py and {args.kernel.name}; still to do:")
     for number, step in enumerate(todo, start=1):
         print(f"  {number}. {step}")

@@ -110,12 +110,14 @@ def starter_spec(name: str, kernel: str, params: list[KernelParam], source_file:
 
 
 def write_task_folder(folder: Path, kernel_file: Path, name: str | None = None, kernel: str | None = None,
-                      schema: Path | None = None) -> list[str]:
-    """Write the folder (refusing to overwrite one that holds a task.json); return what is left to do."""
+                      schema: Path | None = None,
+                      signature: tuple[str, list[KernelParam]] | None = None) -> list[str]:
+    """Write the folder (refusing to overwrite one that holds a task.json); return what is left to do.
+    ``signature``: the kernel and its parameters when the caller has read (and checked) them already."""
     if (folder / "task.json").exists():
         raise TaskSpecError(str(folder), "-", "already holds a task.json; choose a new folder")
     source = kernel_file.read_text()
-    kernel, params = kernel_signature(source, kernel)
+    kernel, params = signature or kernel_signature(source, kernel)
     name = name or re.sub(r"[^A-Za-z0-9_-]", "_", folder.resolve().name)[:64]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / kernel_file.name).write_text(source)

@@ -50,6 +50,22 @@ def test_the_signature_is_read_from_the_source():
         kernel_signature("int main() { return 0; }")
 
 
+@pytest.mark.parametrize("source, says", [
+    # the preprocessor picks another version than the one read first: the cubin has one more parameter
+    ('#ifdef NEVER\nextern "C" __global__ void k(float* y) {}\n#else\n'
+     'extern "C" __global__ void k(float* y, int n) { y[0] = n; }\n#endif\n', "takes 2"),
+    # a typedef's real size differs from the name the reading took it for
+    ('#define long short\nextern "C" __global__ void k(float* y, long n) { y[0] = n; }', "is 2 bytes"),
+    ('extern "C" __global__ void k(float* y, int n) { y[0] = undefined_name; }', "does not compile"),
+])
+def test_a_signature_the_compiler_disagrees_with_writes_nothing(tmp_path, source, says):
+    kernel = tmp_path / "k.cu"
+    kernel.write_text(source)
+    made = cudaopt("new", str(tmp_path / "task"), "--kernel", str(kernel))
+    assert made.returncode == 2 and says in made.stderr, made.stderr
+    assert not (tmp_path / "task").exists()
+
+
 def test_a_scaffolded_task_loads_says_what_is_missing_then_evaluates(tmp_path):
     kernel = tmp_path / "saxpy.cu"
     kernel.write_text(SAXPY.replace(", const __half* unused", ""))
@@ -57,6 +73,8 @@ def test_a_scaffolded_task_loads_says_what_is_missing_then_evaluates(tmp_path):
     made = cudaopt("new", str(folder), "--kernel", str(kernel))
     assert made.returncode == 0, made.stderr
     assert "still to do" in made.stdout and "cudaopt eval" in made.stdout
+    assert "signature: saxpy(float32* x, float32* y, int32 n, float32 a, float16* unused), checked against the " \
+        "compiled cubin (5 parameters" in made.stdout, made.stdout
     task = load_task(folder)
     assert [c.sizes["n"] for c in task.spec.cases if c.role == "validation"] == [1, 31, 33, 255, 257, 1009]
     again = cudaopt("new", str(folder), "--kernel", str(kernel))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness_tools.check.failure_hints import CaseFacts, failure_hints
 from harness_tools.task.loading import load_task
 from tests.harness_tools.check.checking_tasks import VALIDATION, run, write_task
@@ -20,6 +22,18 @@ SHARED = """extern "C" __global__ void twice(const float* x, float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   s[threadIdx.x] = i < n ? x[i] : 0.0f;
   if (i < n) y[i] = 2.0f * s[(threadIdx.x + 1) % 128];  // a neighbour's value, read without a barrier
+}
+"""
+
+# wrong by an amount that depends on when it ran: what a race looks like from outside
+TIMING_DEPENDENT = GOOD.replace("2.0f * x[i]", "2.0f * x[i] + (float)(clock64() & 0xFFFF)")
+# wrong the same way every time, with shared memory and its barrier
+SHARED_DETERMINISTIC = """extern "C" __global__ void twice(const float* x, float* y, int n) {
+  __shared__ float s[128];
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  s[threadIdx.x] = i < n ? x[i] : 0.0f;
+  __syncthreads();
+  if (i < n) y[i] = 3.0f * s[threadIdx.x];
 }
 """
 
@@ -44,6 +58,42 @@ def test_wrong_values_from_shared_memory_point_to_sanitize(cpu_backend, tmp_path
     result = run(_task(tmp_path), cpu_backend, SHARED, VALIDATION)
     assert not result.correct
     assert any("__syncthreads" in h and "sanitize" in h for h in result.hints), result.hints
+
+
+def _race_evidence(result) -> dict[str, int] | None:
+    return next(c.rerun_differs for c in result.cases if c.status == "mismatch")
+
+
+def test_a_result_that_changes_between_two_runs_on_the_same_inputs_is_called_a_race(cpu_backend, tmp_path):
+    result = run(_task(tmp_path), cpu_backend, TIMING_DEPENDENT, VALIDATION)
+    assert not result.correct
+    assert _race_evidence(result)["y"] >= 1
+    race = [h for h in result.hints if h.startswith("a race: case n1, run twice on the same inputs")]
+    assert race and "of y changed" in race[0] and "sanitize" in race[0], result.hints
+    assert sum(c.rerun_differs is not None for c in result.cases) == 1  # one re-run per evaluation, not per case
+
+
+def test_a_repeatable_wrong_answer_with_shared_memory_says_a_race_is_less_likely(cpu_backend, tmp_path):
+    result = run(_task(tmp_path), cpu_backend, SHARED_DETERMINISTIC, VALIDATION)
+    assert not result.correct and _race_evidence(result) == {"y": 0}
+    assert not any(h.startswith("a race:") for h in result.hints)
+    assert any("wrote the same values" in h and "__syncthreads" in h for h in result.hints), result.hints
+
+
+def test_the_re_run_leaves_no_files_in_a_kept_outputs_folder(cpu_backend, tmp_path):
+    kept = tmp_path / "kept"
+    run(_task(tmp_path), cpu_backend, TIMING_DEPENDENT, VALIDATION.model_copy(update={"outputs_dir": str(kept)}))
+    assert sorted(p.name for p in kept.iterdir() if "rerun" in p.name) == []
+    assert (kept / "n1" / "out").is_dir()
+
+
+@pytest.mark.gpu
+def test_a_timing_dependent_result_is_called_a_race_on_the_gpu(cuda_backend, tmp_path):
+    result = run(_task(tmp_path), cuda_backend, TIMING_DEPENDENT, VALIDATION)
+    assert not result.correct and _race_evidence(result)["y"] >= 1
+    assert any(h.startswith("a race: case n1") for h in result.hints), result.hints
+    deterministic = run(_task(tmp_path / "d"), cuda_backend, SHARED_DETERMINISTIC, VALIDATION)
+    assert _race_evidence(deterministic) == {"y": 0}
 
 
 def test_a_correct_kernel_has_no_hints(cpu_backend, tmp_path):

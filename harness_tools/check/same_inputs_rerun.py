@@ -1,0 +1,58 @@
+"""Is a wrong answer repeatable? The first mismatching validation case is run once more on the same inputs.
+
+Two runs of a deterministic kernel on the same inputs write the same bytes. When they differ, the kernel's result
+depends on how its threads were scheduled: a missing ``__syncthreads()``, an unsynchronised update of shared or
+global memory, a read of memory no thread wrote in this run. That is evidence of a race, not a pattern guess, and
+the hint says so (``failure_hints``). When they agree, the wrong answer is deterministic, which points away from a
+race. Only outputs compared on the host are re-read (validation cases are small); the re-run's own verdict is not
+used, only its bytes.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from harness_tools.backends.contract import CaseRequest, CaseRun
+from harness_tools.backends.protocols import ExecutionBackend
+from harness_tools.check.worker_files import load_output, open_worker_file
+
+
+def rerun_differences(backend: ExecutionBackend, request: CaseRequest, first: CaseRun, out_dir: Path,
+                      timeout_s: float) -> dict[str, int] | None:
+    """Elements of each output that differ between ``first`` and a second run of ``request``; None when the
+    second run did not complete or an output cannot be read back (nothing is claimed then)."""
+    rerun_dir = out_dir.parent / (out_dir.name + "-rerun")
+    rerun_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _compared(backend.run_case(request.model_copy(update={"output_dir": str(rerun_dir)}), timeout_s),
+                         first, out_dir, rerun_dir)
+    finally:
+        shutil.rmtree(rerun_dir, ignore_errors=True)  # evidence read; a kept run folder keeps the first run only
+
+
+def _compared(second: CaseRun, first: CaseRun, out_dir: Path, rerun_dir: Path) -> dict[str, int] | None:
+    if second.status != "ok" or second.worker_restarted:
+        return None
+    differences: dict[str, int] = {}
+    for name, path in first.outputs.items():
+        a, b = _read(path, out_dir), _read(second.outputs.get(name), rerun_dir)
+        if a is None or b is None or a.shape != b.shape or a.dtype != b.dtype:
+            return None
+        differences[name] = _differing_elements(a, b)
+    return differences
+
+
+def _read(path: str | None, root: Path) -> np.ndarray | None:
+    handle = open_worker_file(path, root)  # the worker runs candidate code: only its files inside root are read
+    return None if handle is None else np.asarray(load_output(handle))
+
+
+def _differing_elements(a: np.ndarray, b: np.ndarray) -> int:
+    """Bitwise, so that two NaNs with the same bits agree and -0.0 differs from 0.0."""
+    width = a.dtype.itemsize
+    as_bytes = np.ascontiguousarray(a).view(np.uint8).reshape(-1, width)
+    other = np.ascontiguousarray(b).view(np.uint8).reshape(-1, width)
+    return int(np.count_nonzero((as_bytes != other).any(axis=1)))
