@@ -293,12 +293,13 @@ def run_cudaopt(example: str, n: int, out: Path, phase: str, seed: int) -> dict:
     cmd = [sys.executable, "-m", "cudaopt_mcp.cli", "optimize", f"examples/{example}", "--proposer", "tuner",
            "--max-iterations", str(n), "--seed", str(seed), "--results", str(results), "--json", "--no-confirm"]
     env = {**os.environ, "OPENAI_API_KEY": "", "CUDAOPT_CUBIN_CACHE": str(out / "cache" / f"cubin_{example}")}
-    started = time.perf_counter()
+    started, started_epoch = time.perf_counter(), time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
     wall = time.perf_counter() - started
     if proc.returncode not in (0, 1):
         return {"error": f"optimize rc {proc.returncode}: {proc.stderr[-1500:]}", "wall_s": wall, "configs": 0}
     summary = json.loads(proc.stdout)
+    split = wall_split(results / summary["run_id"] / "optimize.jsonl", started_epoch, wall)
     attempts = [a for a in summary["attempts"] if (a.get("proposal") or {}).get("tunables")]
     stages = candidate_stages(results / summary["run_id"], [a["candidate_id"] for a in attempts], phase)
     for a, s in zip(attempts, stages):
@@ -309,9 +310,27 @@ def run_cudaopt(example: str, n: int, out: Path, phase: str, seed: int) -> dict:
            "baseline_s": base.get("elapsed_s"), "correct": sum(bool(a["correct"]) for a in attempts),
            "tunables": [a["proposal"]["tunables"] for a in attempts], "best_ms": (summary.get("best") or {}).get("score_ms"),
            "cached_compiles": sum(bool(s.get("cached")) for s in stages), "per_config": stages,
-           "stages_median_ms": medians(stages, OURS_STAGES + ["client_s"])}
+           "stages_median_ms": medians(stages, OURS_STAGES + ["client_s"]), "wall_split_s": split}
     (out / f"cudaopt_{example}_{phase}.json").write_text(json.dumps({**res, "summary": summary}, indent=1))
     return res
+
+
+def wall_split(journal: Path, started_epoch: float, wall: float) -> dict:
+    """Where the subprocess's wall time went, from the loop's journal (each line's time is when an evaluate call
+    returned, elapsed_s its duration): before the baseline's call (start-up), inside evaluate calls (the
+    baseline's, the configurations'), between them (proposing, waiting on compiles ahead), after the last."""
+    try:
+        lines = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return {}
+    if not lines:
+        return {}
+    first_call = lines[0]["time"] - lines[0]["elapsed_s"]
+    inside = sum(x["elapsed_s"] for x in lines)
+    span = lines[-1]["time"] - first_call
+    return {"startup": first_call - started_epoch, "baseline": lines[0]["elapsed_s"],
+            "configs": inside - lines[0]["elapsed_s"], "between": span - inside,
+            "after": started_epoch + wall - lines[-1]["time"]}
 
 
 def candidate_stages(run_dir: Path, ids: list[str], phase: str) -> list[dict]:
@@ -371,6 +390,16 @@ def tables(rows: dict) -> str:
             if o or k:
                 lines.append(f"| {ex} | {p} | " + " | ".join(fmt(o.get(s), ".1f") for s in OURS_STAGES)
                              + f" | {fmt(o.get('client_s'))} | " + " | ".join(fmt(k.get(s), ".1f") for s in KT_STAGES) + " |")
+    lines += ["", "cudaopt's wall time, s: start-up (imports, server, worker, CUDA context), the baseline's evaluate, the "
+              "configurations' evaluates, between calls (proposing, waiting on compiles ahead), after the last",
+              "| example | phase | wall | start-up | baseline | configurations | between | after |", "|---|---|" + "---:|" * 6]
+    for ex, r in rows.items():
+        for p in ("cold", "warm"):
+            o = r.get(f"cudaopt_{p}", {})
+            w = o.get("wall_split_s") or {}
+            if w:
+                lines.append(f"| {ex} | {p} | {fmt(o.get('wall_s'), '.1f')} | " + " | ".join(
+                    fmt(w.get(k), ".1f") for k in ("startup", "baseline", "configs", "between", "after")) + " |")
     return "\n".join(lines)
 
 
