@@ -6,7 +6,8 @@ A scored, fully validated result from the run's own backend is *offered*; it bec
    least the backend's ``min_gain`` (a gain inside the noise, or inside the drift between evaluations of
    identical code, is never progress);
 2. it passes the task's hidden shapes (:mod:`cudaopt_mcp.service.hidden`; never shown to the model);
-3. a head-to-head re-measurement confirms it: the best (and the baseline, when it is another candidate)
+3. unless its whole interval lies below the best's by the backend's ``sure_gain`` (cuda: a quarter, seven times
+   the drift measured between evaluations of identical code; cpu: never), a head-to-head re-measurement confirms it: the best (and the baseline, when it is another candidate)
    and the challenger are timed again in rounds whose order reverses (I C, C I, I C), on the same input seed
    with the same plan; the challenger must win every round and its pooled interval again lie below the
    best's by ``min_gain``. Drift between evaluations
@@ -73,16 +74,25 @@ def offer(state: ServerState, run_id: str, task: Task, cand: Candidate, offered:
     if refused:
         out.best_decision = refused
         return
-    record = _first(state, run_id, offered) if best is None else _head_to_head(state, run_id, task, cand, offered, best)
-    if best is not None and (why_not := _not_clearly_faster(record, best, "head-to-head ")
+    sure = best is not None and _beyond_drift(state, offered.record(), best)
+    if best is None or sure:
+        record = _first(state, run_id, offered) if best is None else _sure(offered, best)
+    else:
+        record = _head_to_head(state, run_id, task, cand, offered, best)
+    if best is not None and not sure and (why_not := _not_clearly_faster(record, best, "head-to-head ")
                              or _lost_a_round(record, best)):
         out.best_decision = why_not
         return
     _crown(state, run_id, task, cand, record)
     out.new_best = True
-    out.best_decision = ("the first scored correct candidate" if best is None else
-                         f"new best: {_fmt(record)} vs {best.candidate_id} at {record.incumbent_score_ms:.4g} ms, "
-                         f"head-to-head on seed {record.seed} with the same plan")
+    if best is None:
+        out.best_decision = "the first scored correct candidate"
+    elif sure:
+        out.best_decision = (f"new best: {_fmt(record)} vs {best.candidate_id} at {_fmt(best)}, a gain beyond any "
+                             f"drift between evaluations (over {_sure_gain(state):.0%}): no head-to-head needed")
+    else:
+        out.best_decision = (f"new best: {_fmt(record)} vs {best.candidate_id} at {record.incumbent_score_ms:.4g} ms, "
+                             f"head-to-head on seed {record.seed} with the same plan")
 
 
 def _first(state: ServerState, run_id: str, offered: Offer) -> BestRecord:
@@ -90,6 +100,26 @@ def _first(state: ServerState, run_id: str, offered: Offer) -> BestRecord:
     record = offered.record()
     if _baseline_id(state, run_id) == offered.candidate_id:
         record.baseline_score_ms = record.score_ms
+    return record
+
+
+def _sure_gain(state: ServerState) -> float | None:
+    chosen = state.config.sure_gain
+    return chosen if chosen is not None else backend_traits(state.backend_name).sure_gain
+
+
+def _beyond_drift(state: ServerState, record: BestRecord, best: BestRecord) -> bool:
+    """The challenger's interval lies so far below the best's that re-timing both could not change the verdict."""
+    gain = _sure_gain(state)
+    if gain is None or record.score_ci is None or best.score_ci is None or record.backend != best.backend:
+        return False
+    return clearly_faster(record.score_ci, best.score_ci, gain)
+
+
+def _sure(offered: Offer, best: BestRecord) -> BestRecord:
+    """The record of a gain beyond drift: the offer's own measurement, against the best as recorded."""
+    record = offered.record()
+    record.confirmed_against, record.incumbent_score_ms, record.incumbent_ci = best.candidate_id, best.score_ms, best.score_ci
     return record
 
 

@@ -36,6 +36,7 @@ class ServerConfig:
     task_roots: tuple[Path, ...] = ()  # folders an HTTP client may load task folders from
     host: str = "127.0.0.1"
     port: int = 8000
+    sure_gain: float | None = None  # None: the backend's (BackendTraits.sure_gain); service.best skips its head-to-head beyond it
 
     @property
     def trusted_client(self) -> bool:

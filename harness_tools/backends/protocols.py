@@ -26,6 +26,9 @@ class BackendTraits(BaseModel):
     min_gain: float = Field(description="the smallest relative gain that counts as progress: below it lies the "
                                         "drift between evaluations of identical code measured on this backend "
                                         "(docs/benchmarks.md, false progress)")
+    sure_gain: float | None = Field(None, description="a gain so far beyond that drift that no re-measurement could "
+                                    "undo it: a challenger whose whole interval lies this far below the best's is "
+                                    "crowned on its own evaluation, without a head-to-head; None: always head-to-head")
     sanitizer: Literal["compute-sanitizer", "race-check"] = Field(
         description="how `sanitize` checks a candidate: NVIDIA's compute-sanitizer on the GPU, or the "
                     "guarded-buffer run plus ThreadSanitizer race check of the cpu backend")

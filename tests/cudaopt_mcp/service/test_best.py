@@ -55,3 +55,22 @@ def test_clones_of_the_best_never_become_best_and_a_real_gain_does_head_to_head(
     history = state.store.run_dir(run_id).joinpath("history.jsonl").read_text().splitlines()
     crowned = [json.loads(line) for line in history if json.loads(line).get("event") == "best"]
     assert [c["candidate_id"] for c in crowned] == [base.candidate_id, fast.candidate_id]
+
+
+def test_a_gain_far_beyond_drift_is_crowned_without_a_head_to_head(tmp_path):
+    # the cuda backend's rule (a quarter), set here for the cpu backend, whose own default is always head-to-head
+    sure = ServerState.open(ServerConfig(results_dir=tmp_path / "results", backend="cpu", sure_gain=0.5))
+    try:
+        run_id = run_creation.create_run(sure, "reduce_sum", None, None, None).run_id
+        base = _evaluate(sure, run_id)
+        clone = _evaluate(sure, run_id, candidate=CandidateArgs(defines={"CUDAOPT_CLONE": 1}))
+        assert not clone.new_best and clone.best_decision.startswith("not a new best")
+        fast = _evaluate(sure, run_id, candidate=CandidateArgs(tunables=FAST))
+        assert fast.new_best and "no head-to-head needed" in fast.best_decision, fast.best_decision
+        best = json.loads(sure.store.run_file(run_id, "best.json").read_text())
+        assert best["confirmed_against"] == base.candidate_id and "rounds" not in best
+        assert best["score_ms"] == fast.score_ms  # its own evaluation's number, not a re-measurement
+        assert best["score_ci"]["high_ms"] < best["incumbent_ci"]["low_ms"] * 0.5
+        assert fast.speedup_vs_baseline == pytest.approx(base.score_ms / fast.score_ms, rel=1e-3)
+    finally:
+        sure.close()
