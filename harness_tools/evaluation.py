@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from harness_tools.backends import ExecutionBackend, RaceChecker, backend_traits
+from harness_tools.backends import ExecutionBackend, RaceChecker
 from harness_tools.backends.contract import ArgSpec, CaseRequest, CaseRun, DeviceInfo, RaceReport
 from harness_tools.backends.environment import Environment, read_clocks
 from harness_tools.check.case_request import case_arguments, case_inputs, case_request, placement_for
@@ -34,7 +34,8 @@ from harness_tools.check.compare import OutputComparison, compare, mismatch_mess
 from harness_tools.check.custom_check import custom_check_failure, judged_by_check
 from harness_tools.check.device_compare import Once, compared_on_device, device_checks_for, with_checks
 from harness_tools.check.failure_hints import hints_for
-from harness_tools.check.inputs import available_host_bytes, case_footprint, fresh_seed
+from harness_tools.check.inputs import fresh_seed
+from harness_tools.check.memory_fit import check_memory  # also the service's, through this module
 from harness_tools.check.reference import expected_outputs
 from harness_tools.check.same_inputs_rerun import rerun_differences
 from harness_tools.check.worker_files import load_output, open_worker_file
@@ -197,31 +198,6 @@ def compile_budget(left_s: float) -> float:
 
 
 MIN_CASE_S = 0.1  # a case (or compile) with less of the budget left is not started
-
-
-def _gb(n: int) -> str:
-    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
-
-
-def check_memory(task: Task, cases: list[Case], backend: str, device: DeviceInfo) -> None:
-    """Refuse, before anything is drawn or allocated, a case that does not fit the device or host memory."""
-    free = device.memory_free_bytes if device.memory_free_bytes is not None else device.memory_bytes
-    host = available_host_bytes()
-    hint = ("shrink its sizes in task.json, or leave it out (evaluate with roles=['validation'] or "
-            "cudaopt eval --only validation, or list the backends it runs on in the case's 'backends')")
-    in_host = backend_traits(backend).buffers_in_host_memory
-    for case in cases:
-        need = case_footprint(task.spec, case, in_host)
-        if not in_host and free is not None and need.buffers > free:
-            where = "free" if device.memory_free_bytes is not None else "in total"
-            raise BackendError(f"case {case.name} needs {_gb(need.buffers)} of buffers; this GPU has {_gb(free)} "
-                               f"{where}: {hint}")
-        if host is not None and need.host > host:
-            what = "its inputs, outputs and their float64 reference" + (f", and the buffers themselves: the {backend} "
-                                                                       "backend runs kernels in host memory"
-                                                                       if in_host else "")
-            raise BackendError(f"case {case.name} needs about {_gb(need.host)} of host memory ({what}); this machine "
-                               f"has {_gb(host)} of memory available: {hint}")
 
 
 class _CaseRunner:
