@@ -7,11 +7,11 @@ A scored, fully validated result from the run's own backend is *offered*; it bec
    identical code, is never progress);
 2. it passes the task's hidden shapes (:mod:`cudaopt_mcp.service.hidden`; never shown to the model);
 3. unless its whole interval lies below the best's by the backend's ``sure_gain`` (cuda: a quarter, seven times
-   the drift measured between evaluations of identical code; cpu: never), a head-to-head re-measurement confirms it: the best (and the baseline, when it is another candidate)
-   and the challenger are timed again in rounds whose order reverses (I C, C I, I C), on the same input seed
-   with the same plan; the challenger must win every round and its pooled interval again lie below the
-   best's by ``min_gain``. Drift between evaluations
-   (clocks, a neighbour on the GPU) then hits both sides.
+   the drift measured between evaluations of identical code; cpu: never), a head-to-head re-measurement confirms
+   it: the best (and the baseline, when it is another candidate) and the challenger are timed again in rounds
+   whose order reverses (I C, C I, I C), on the same input seed with the same plan; the challenger must win every
+   round and its pooled interval again lie below the best's by ``min_gain``. Drift between evaluations (clocks, a
+   neighbour on the GPU) then hits both sides.
 
 The stored best number is that head-to-head measurement, with its interval, the incumbent it beat and the
 baseline measured beside it (so "speed-up vs baseline" compares like with like). The baseline, when it is a third

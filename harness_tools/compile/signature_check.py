@@ -8,6 +8,7 @@ wrong shows up as a difference here, before a task is written around it. The com
 
 from __future__ import annotations
 
+from harness_tools.compile.param_check import POINTER_BYTES
 from harness_tools.compile.program import compile_candidate
 from harness_tools.errors import TaskSpecError
 from harness_tools.task.candidate import Candidate
@@ -15,7 +16,6 @@ from harness_tools.task.dtypes import numpy_dtype
 from harness_tools.task.launches import LaunchSpec
 from harness_tools.task.scaffold import KernelParam, kernel_signature
 
-POINTER_BYTES = 8
 ONE_THREAD = LaunchSpec(grid=[1], block=[1])  # never launched: a candidate needs one to be compiled
 CHECK_ARCH = "sm_90"  # parameter sizes do not depend on the architecture; any NVRTC target shows them
 
