@@ -74,25 +74,22 @@ def offer(state: ServerState, run_id: str, task: Task, cand: Candidate, offered:
     if refused:
         out.best_decision = refused
         return
-    sure = best is not None and _beyond_drift(state, offered.record(), best)
-    if best is None or sure:
-        record = _first(state, run_id, offered) if best is None else _sure(offered, best)
+    if best is None:
+        record, decision = _first(state, run_id, offered), "the first scored correct candidate"
+    elif _beyond_drift(state, offered.record(), best):
+        record = _sure(offered, best)
+        decision = (f"new best: {_fmt(record)} vs {best.candidate_id} at {_fmt(best)}, a gain beyond any drift "
+                    f"between evaluations (over {_sure_gain(state):.0%}): no head-to-head needed")
     else:
         record = _head_to_head(state, run_id, task, cand, offered, best)
-    if best is not None and not sure and (why_not := _not_clearly_faster(record, best, "head-to-head ")
-                             or _lost_a_round(record, best)):
-        out.best_decision = why_not
-        return
+        why_not = _not_clearly_faster(record, best, "head-to-head ") or _lost_a_round(record, best)
+        if why_not:
+            out.best_decision = why_not
+            return
+        decision = (f"new best: {_fmt(record)} vs {best.candidate_id} at {record.incumbent_score_ms:.4g} ms, "
+                    f"head-to-head on seed {record.seed} with the same plan")
     _crown(state, run_id, task, cand, record)
-    out.new_best = True
-    if best is None:
-        out.best_decision = "the first scored correct candidate"
-    elif sure:
-        out.best_decision = (f"new best: {_fmt(record)} vs {best.candidate_id} at {_fmt(best)}, a gain beyond any "
-                             f"drift between evaluations (over {_sure_gain(state):.0%}): no head-to-head needed")
-    else:
-        out.best_decision = (f"new best: {_fmt(record)} vs {best.candidate_id} at {record.incumbent_score_ms:.4g} ms, "
-                             f"head-to-head on seed {record.seed} with the same plan")
+    out.new_best, out.best_decision = True, decision
 
 
 def _first(state: ServerState, run_id: str, offered: Offer) -> BestRecord:

@@ -5,7 +5,8 @@ depends on how its threads were scheduled: a missing ``__syncthreads()``, an uns
 global memory, a read of memory no thread wrote in this run. That is evidence of a race, not a pattern guess, and
 the hint says so (``failure_hints``). When they agree, the wrong answer is deterministic, which points away from a
 race. Only outputs compared on the host are re-read (validation cases are small); the re-run's own verdict is not
-used, only its bytes.
+used, only its bytes. The re-run gets ``RERUN_FACTOR`` times the first run's time (at least ``RERUN_MIN_S``): a
+kernel that hangs only when run again loses that, not the rest of the evaluation's budget.
 """
 
 from __future__ import annotations
@@ -19,11 +20,17 @@ from harness_tools.backends.contract import CaseRequest, CaseRun
 from harness_tools.backends.protocols import ExecutionBackend
 from harness_tools.check.worker_files import load_output, open_worker_file
 
+RERUN_FACTOR = 10
+RERUN_MIN_S = 2.0
+
 
 def rerun_differences(backend: ExecutionBackend, request: CaseRequest, first: CaseRun, out_dir: Path,
-                      timeout_s: float) -> dict[str, int] | None:
+                      left_s: float) -> dict[str, int] | None:
     """Elements of each output that differ between ``first`` and a second run of ``request``; None when the
-    second run did not complete or an output cannot be read back (nothing is claimed then)."""
+    second run did not complete or an output cannot be read back (nothing is claimed then). ``left_s``: what is
+    left of the evaluation's budget."""
+    first_s = (first.load_ms + first.setup_ms + first.run_ms + first.collect_ms) / 1e3
+    timeout_s = min(left_s, max(RERUN_MIN_S, RERUN_FACTOR * first_s))
     rerun_dir = out_dir.parent / (out_dir.name + "-rerun")
     rerun_dir.mkdir(parents=True, exist_ok=True)
     try:

@@ -87,6 +87,23 @@ def test_the_re_run_leaves_no_files_in_a_kept_outputs_folder(cpu_backend, tmp_pa
     assert (kept / "n1" / "out").is_dir()
 
 
+# wrong on its first launch in a worker; from the second on (the re-run) it spins forever
+HANGS_WHEN_RUN_AGAIN = GOOD.replace("if (i < n) y[i] = 2.0f * x[i];", """static int launches = 0;
+  if (i == 0) launches++;
+  if (launches >= 2) { volatile int spin = 0; while (true) { spin++; } }
+  if (i < n) y[i] = 3.0f * x[i];""")
+
+
+def test_a_kernel_that_hangs_only_when_run_again_costs_the_re_run_s_bound_not_the_budget(cpu_backend, tmp_path):
+    result = run(_task(tmp_path), cpu_backend, HANGS_WHEN_RUN_AGAIN,
+                 VALIDATION.model_copy(update={"timeout_s": 15}))
+    first, second = result.cases[0], result.cases[1]
+    assert first.status == "mismatch" and first.rerun_differs is None  # no claim from a re-run that never ended
+    assert not any(h.startswith("a race:") for h in result.hints)
+    assert second.status == "mismatch", second.message  # the next case still ran, in a fresh worker
+    assert not result.correct
+
+
 @pytest.mark.gpu
 def test_a_timing_dependent_result_is_called_a_race_on_the_gpu(cuda_backend, tmp_path):
     result = run(_task(tmp_path), cuda_backend, TIMING_DEPENDENT, VALIDATION)
