@@ -3,7 +3,8 @@
     python -m benchmarks.tuner_replay PATH... [--budget 60] [--seeds 20] [--kernel-tuner] [--strategies a,b]
                                       [--out FILE.json]
 
-A PATH is a table file or a folder of them. Three kinds are read, each into the same list of measured points:
+A PATH is a table file or a folder of them, plain or gzipped (``.json.gz``, as the tables kept in
+``benchmarks/tables`` are). Three kinds are read, each into the same list of measured points:
 
 - ``table_*.json`` from ``record_table.py`` (every valid configuration, measured in-process);
 - ``tuner_<task>.json`` from ``tuner_bench.py`` (our tuner's exhaustive run through the CLI);
@@ -23,6 +24,7 @@ The objective is our score (geomean of the performance medians) and, for sgemm, 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import random
 import statistics
@@ -66,13 +68,13 @@ def points_from_kt_cache(document: dict, task: str) -> list[dict]:
 
 
 def read_table(path: Path) -> tuple[str, list[dict]]:
-    """(task, points) of any of the three kinds of file."""
-    document = json.loads(path.read_text())
+    """(task, points) of any of the three kinds of file, plain or gzipped."""
+    document = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
     if document.get("format", "").startswith("cudaopt-table/"):
         return document.get("task_ref", document["task"]), document["points"]  # a folder's task: its path
     if "attempts" in document:
         return document["task"], points_from_summary(document)
-    if "cache" in document and path.stem.startswith("kt_sgemm_"):
+    if "cache" in document and path.name.startswith("kt_sgemm_"):
         return "sgemm", points_from_kt_cache(document, "sgemm")
     raise SystemExit(f"{path}: not a record_table, tuner_bench or Kernel Tuner sgemm file")
 
@@ -82,7 +84,7 @@ def table_files(paths: list[Path]) -> list[Path]:
     for path in paths:
         if path.is_dir():
             found += sorted(p for pattern in ("table_*.json", "tuner_*.json", "kt_sgemm_*.json")
-                            for p in path.glob(pattern))
+                            for suffix in ("", ".gz") for p in path.glob(pattern + suffix))
         else:
             found.append(path)
     return found
