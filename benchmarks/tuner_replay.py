@@ -13,7 +13,7 @@ A PATH is a table file or a folder of them, plain or gzipped (``.json.gz``, as t
 The search strategies only ever see scores, so replaying them against a measured table is exactly what they
 would have done on the GPU, minus the waiting. On each table, with the same objective for all:
 
-- our tuner (the real ``TunerProposer``, Optuna TPE), seeds 0..N-1;
+- our tuner (the real ``TunerProposer``), seeds 0..N-1;
 - uniform random search without replacement (200 draws), the floor any model-based strategy should beat;
 - with ``--kernel-tuner``, Kernel Tuner's strategies in its simulation mode on the table converted to its cache
   (``kt_cache.py``), seeds 0..N-1, counting the distinct configurations each asked for, in order.
@@ -200,7 +200,7 @@ def replay(task: str, source: str, points: list[dict], objective: str | None, ar
     best = min(table.values())
     target = TARGET * best
     budget, seeds = args.budget, args.seeds
-    rows = [row("cudaopt tuner (Optuna TPE)",
+    rows = [row("cudaopt tuner",
                 [evaluations_to_target(replay_tpe(task, table, budget, s), target) for s in range(seeds)], budget),
             row(f"uniform random search, {RANDOM_DRAWS} draws", random_search(points, table, budget, target), budget)]
     if args.kernel_tuner:

@@ -1,11 +1,13 @@
 """The built-in proposer: searches the task's own tunable kernel's parameters; no network, no model.
 
 It only chooses points of the space; the loop evaluates them (``evaluate`` with ``tunables=``) and
-reports back through :meth:`TunerProposer.observe`. When the untried valid configurations fit in the
-remaining iterations they are all tried, in a fixed order. Otherwise Optuna's TPE sampler chooses,
-through its ask/tell interface, warm-started with the run's earlier attempts; when it keeps asking for tried or
-invalid points, a model of the scores so far ranks the untried ones (:mod:`.surrogate`), so every choice after the
-random start is informed by the scores. A configuration that breaks a constraint is never proposed, and none twice.
+reports back through :meth:`TunerProposer.observe`. When the valid configurations can be listed, a short random
+start and then a Gaussian process over them chooses (:mod:`.model_search`), warm-started with the run's earlier
+attempts; when the untried ones fit in the remaining iterations they are all tried, the model choosing the order.
+A space too large to list is searched by Optuna's TPE sampler through its ask/tell interface; when it keeps asking
+for tried or invalid points, a model of the scores so far ranks a sample of untried ones (:mod:`.surrogate`), so
+every choice after the random start is informed by the scores. A configuration that breaks a constraint is never
+proposed, and none twice.
 :meth:`TunerProposer.propose_ahead` names the next point while the last is still evaluated (the loop's pipeline).
 """
 
@@ -22,6 +24,7 @@ from optuna.trial import Trial, TrialState, create_trial
 
 from cudaopt_mcp.api import TaskSummary
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
+from cudaopt_mcp.client.proposers.model_search import next_config
 from cudaopt_mcp.client.proposers.surrogate import best_untried
 from harness_tools.task.tunable_space import Config, TunableSpace
 
@@ -50,14 +53,15 @@ class TunerProposer:
         self._scores: dict[Config, float | None] = {}  # ms of each evaluated configuration, None: failed
         self._seen: set[tuple[int, str | None, Config | None]] = set()  # attempts already taken into account
         self._early: list[Attempt] = []  # observed before the first propose, when the space is not known yet
-        self._pending: dict[Config, Trial] = {}  # proposed, outcome not yet observed (two when proposing ahead)
+        self._pending: dict[Config, Trial | None] = {}  # proposed, outcome not yet observed (TPE's trial, if any)
         self._other_attempts = 0
         self._startup = MAX_STARTUP_TRIALS  # attempts without tunables (the baseline): counted, nothing to learn
 
     # ---- the Proposer protocol ----------------------------------------------------------------------
     def describe(self) -> str:
         seed = f"seed {self._seed}" if self._seed is not None else "unseeded"
-        line = f"tuner: optuna {optuna.__version__} TPE ({seed}), exhaustive when the untried space fits the budget"
+        line = (f"tuner: Gaussian process, expected improvement ({seed}; optuna {optuna.__version__} TPE where the "
+                "space is too large to list), exhaustive when the untried space fits the budget")
         if self._space is not None:
             valid = self._space.valid()
             line += (f"; {len(valid)} valid of {self._space.size} configurations" if valid is not None
@@ -110,18 +114,14 @@ class TunerProposer:
         untried = [c for c in valid if c not in self._tried]
         if not untried:
             return NoProposal(kind="exhausted", reason=self._exhausted_reason(len(valid)))
+        if len(untried) == 1:
+            return self._offer(untried[0], None, "exhaustive")
+        config, strategy = next_config(space, self._scores, self._pending, untried, self._rng)
         if len(untried) <= remaining:
             # Every configuration will be tried; the model still picks the order, so a run cut short (time
             # budget) or read early has seen the promising ones first.
-            asked = self._ask()
-            if asked is not None:
-                return self._offer(asked[0], asked[1], f"exhaustive, in {asked[2]} order")
-            return self._offer(untried[0], self._enqueue(untried[0]), "exhaustive")
-        asked = self._ask()
-        if asked is not None:
-            return self._offer(*asked)
-        config = best_untried(space, self._scores, untried)
-        return self._offer(config, self._enqueue(config), FALLBACK)
+            strategy = f"exhaustive, in {strategy.split(',')[0]} order"
+        return self._offer(config, None, strategy)
 
     def observe(self, attempt: Attempt) -> None:
         if self._space is None:
@@ -191,7 +191,7 @@ class TunerProposer:
         self._study.enqueue_trial(self._space.as_dict(config))
         return self._study.ask(self._distributions)
 
-    def _offer(self, config: Config, trial: Trial, strategy: str) -> Proposal:
+    def _offer(self, config: Config, trial: Trial | None, strategy: str) -> Proposal:
         space = self._space
         self._tried.add(config)
         self._pending[config] = trial
@@ -221,8 +221,10 @@ class TunerProposer:
         score = attempt.score_ms
         value = score if attempt.correct and score is not None and math.isfinite(score) else None
         self._scores[config] = value
-        trial = self._pending.pop(config, None)
-        if trial is not None:
+        if config in self._pending:
+            trial = self._pending.pop(config)
+            if trial is None:
+                return
             if value is None:
                 self._study.tell(trial, state=TrialState.FAIL)
             else:
@@ -235,7 +237,8 @@ class TunerProposer:
     def _abandon_pending(self) -> None:
         """A proposal whose outcome never arrived counts as failed (and, being tried, is not offered again)."""
         for trial in self._pending.values():
-            self._study.tell(trial, state=TrialState.FAIL)
+            if trial is not None:
+                self._study.tell(trial, state=TrialState.FAIL)
         self._pending.clear()
 
     def _exhausted_reason(self, n_valid: int) -> str:

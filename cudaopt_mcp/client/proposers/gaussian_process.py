@@ -1,0 +1,90 @@
+"""The tuner's model once it has a few scores: a Gaussian process on the log score, and expected improvement
+over every untried valid configuration (exact when the valid list is known, over a sample otherwise).
+
+A configuration is seen as each parameter's position in its sorted value list, scaled to [0, 1], so tile sizes
+32/64/128 are evenly spaced. The kernel is Matérn 5/2 with one length per parameter (ARD): a parameter that does
+not matter gets a long one and stops steering the search. The lengths and the noise are chosen by the marginal
+likelihood over a small grid, one parameter at a time, so no optimiser library is needed (numpy only).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+LENGTHS = (0.08, 0.15, 0.25, 0.4, 0.7, 1.2, 2.5)  # per parameter, in the scaled positions
+NOISES = (1e-4, 1e-2, 0.1)  # of the standardised log scores' variance
+SWEEPS = 2  # passes over the parameters when choosing lengths
+XI = 0.01  # expected improvement's margin, in standardised units: a little exploration among near-ties
+
+
+def positions(values: Sequence[Sequence[int]], configs: Sequence[Sequence[int]]) -> np.ndarray:
+    """Each configuration as its values' positions in the sorted value lists, scaled to [0, 1]."""
+    columns = []
+    for i, vs in enumerate(values):
+        order = {v: k / (len(vs) - 1) if len(vs) > 1 else 0.0 for k, v in enumerate(sorted(vs))}
+        columns.append([order[c[i]] for c in configs])
+    return np.array(columns, dtype=float).T.reshape(len(configs), len(values))
+
+
+def _matern(a: np.ndarray, b: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    d = np.sqrt(np.maximum(((a[:, None, :] - b[None, :, :]) / lengths) ** 2, 0.0).sum(axis=-1)) * math.sqrt(5.0)
+    return (1.0 + d + d * d / 3.0) * np.exp(-d)
+
+
+class GaussianProcess:
+    """Fitted to (positions, log scores); predicts a mean and a standard deviation in the same units."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray):
+        self._x = x
+        self._shift, self._scale = float(y.mean()), float(y.std()) or 1.0
+        self._y = (y - self._shift) / self._scale
+        self.lengths, self.noise = self._choose_hyperparameters()
+        self._factor, self._alpha = self._solve(self.lengths, self.noise)
+
+    def _solve(self, lengths: np.ndarray, noise: float) -> tuple[np.ndarray, np.ndarray]:
+        k = _matern(self._x, self._x, lengths) + (noise + 1e-8) * np.eye(len(self._x))
+        factor = np.linalg.cholesky(k)
+        return factor, np.linalg.solve(factor.T, np.linalg.solve(factor, self._y))
+
+    def _likelihood(self, lengths: np.ndarray, noise: float) -> float:
+        try:
+            factor, alpha = self._solve(lengths, noise)
+        except np.linalg.LinAlgError:
+            return -math.inf
+        return float(-0.5 * self._y @ alpha - np.log(np.diag(factor)).sum())
+
+    def _choose_hyperparameters(self) -> tuple[np.ndarray, float]:
+        lengths, noise = np.full(self._x.shape[1], 0.4), NOISES[0]
+        for _ in range(SWEEPS):
+            for i in range(len(lengths)):
+                lengths[i] = max(LENGTHS, key=lambda v: self._likelihood(_with(lengths, i, v), noise))
+            noise = max(NOISES, key=lambda v: self._likelihood(lengths, v))
+        return lengths, noise
+
+    def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        cross = _matern(x, self._x, self.lengths)
+        mean = cross @ self._alpha
+        v = np.linalg.solve(self._factor, cross.T)
+        std = np.sqrt(np.maximum(1.0 - (v * v).sum(axis=0), 1e-12))
+        return mean * self._scale + self._shift, std * self._scale
+
+    def expected_improvement(self, x: np.ndarray) -> np.ndarray:
+        """Of each row over the best score so far (lower is better), in standardised units."""
+        mean, std = self.predict(x)
+        mean, std = (mean - self._shift) / self._scale, std / self._scale
+        gain = self._y.min() - mean - XI
+        z = gain / std
+        return gain * _normal_cdf(z) + std * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+
+
+def _with(lengths: np.ndarray, i: int, value: float) -> np.ndarray:
+    changed = lengths.copy()
+    changed[i] = value
+    return changed
+
+
+def _normal_cdf(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.vectorize(math.erf)(z / math.sqrt(2.0)))
