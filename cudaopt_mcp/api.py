@@ -369,6 +369,8 @@ BEST_EXPORT_TEMPLATE = RUN_TEMPLATE + "/best/{name}"
 TASK_FILE_TEMPLATE = RUN_TEMPLATE + "/task/{name}"
 ARTIFACT_TEMPLATE = RUN_TEMPLATE + "/candidates/{candidate_id}/{artifact}"
 OUTPUT_TEMPLATE = RUN_TEMPLATE + "/candidates/{candidate_id}/outputs/{case}/{buffer}"
+REPORT_TEMPLATE = RUN_TEMPLATE + "/report"  # the run's report page (HTML), built on demand
+REPORT_MARKDOWN_TEMPLATE = RUN_TEMPLATE + "/report.md"  # its compact markdown summary
 BEST_EXPORTS = ("best_kernel.cu", "best_launch.json")
 
 

@@ -40,6 +40,13 @@ TEXTS: dict[str, tuple[str, list[str], list[str]]] = {  # command: (description,
                   "OPENAI_API_KEY=... cudaopt optimize mytask --proposer llm --model gpt-5",
                   "cudaopt optimize --run run-003 --max-iterations 10   (continue a run)"],
                  ["0: a correct candidate was found (and confirmed)", "1: none was", EXIT_USAGE]),
+    "report": ("Build a run's report: one self-contained HTML page (score per iteration, latency distributions, "
+               "tunable-space heatmaps, where wrong outputs are wrong, roofline against the GPU's measured peaks, "
+               "compile resources, the environment), each plot also as SVG and PNG, and a markdown summary, in the "
+               "run folder's report/. cudaopt optimize writes it at the end of every run.",
+               ["cudaopt report run-003", "cudaopt report results/run-003 --out sgemm.html",
+                "cudaopt report run-003 --markdown   (print the summary)"],
+               ["0: written", "2: no such run, or the report cannot be written"]),
     "new": ("Start a task folder from a kernel file: task.json with the kernel's typed parameters read from its source "
             "(pointers become buffers, const ones inputs; integer scalars become sizes), starter validation sizes, a "
             "performance case, a reference.py stub and a copy of the kernel. Then fill in what it prints and run "

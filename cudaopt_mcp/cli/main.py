@@ -119,6 +119,12 @@ def _parser() -> argparse.ArgumentParser:
     sch.add_argument("--out", type=Path, help="write it to this file instead of standard output")
     sch.set_defaults(func=_cmd_schema)
 
+    from cudaopt_mcp.cli.report_command import add_report_arguments, run_report
+
+    rep = command(sub, "report", "a run's report: an HTML page of plots, SVG/PNG files and a markdown summary")
+    add_report_arguments(rep)
+    rep.set_defaults(func=run_report)
+
     from cudaopt_mcp.cli.optimize import add_optimize_arguments
 
     opt = command(sub, "optimize", "the autonomous loop: baseline, then proposals (LLM or tuner) evaluated "

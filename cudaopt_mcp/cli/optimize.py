@@ -46,6 +46,8 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
     parser.add_argument("--profile-every", type=int, metavar="N",
                         help="cuda: profile the best (Nsight Compute) every N iterations; default: after each improvement "
                              "(llm) or never (tuner); 0: never. The summary goes into the LLM's feedback")
+    parser.add_argument("--no-report", dest="report", action="store_false",
+                        help="do not write the run's report (report/report.html in the run folder) at the end")
     parser.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
 
 
@@ -84,7 +86,10 @@ def run_optimize(args: argparse.Namespace) -> int:
 
     async def main() -> LoopSummary:
         async with open_session(args.server, args.results, args.backend) as session:
-            return await optimise(session, proposer, config, terminal)
+            summary = await optimise(session, proposer, config, terminal)
+            if args.server and args.report:  # the run folder is the server's: its report comes over MCP
+                await _remote_report(session, summary.run_id, args.results)
+            return summary
 
     try:
         summary = anyio.run(main)
@@ -92,12 +97,32 @@ def run_optimize(args: argparse.Namespace) -> int:
         raise _innermost(group) from None
     finally:
         proposer.close()
+    if not args.server and args.report:
+        from cudaopt_mcp.cli.report_command import report_after_run
+
+        page = report_after_run(args.results, summary.run_id)
+        if page is not None:
+            print(f"cudaopt: report: {page}", file=sys.stderr)
     if args.json:
         print(summary.model_dump_json(indent=2, exclude={"attempts": {"__all__": {"evaluation"}}}))
     else:
         print(final_table(summary))
     sys.stdout.flush()
     return 0 if summary.found_correct else 1
+
+
+async def _remote_report(session, run_id: str, results: Path) -> None:
+    from mcp import MCPError
+
+    from cudaopt_mcp.client.report_fetch import fetch_report
+    from cudaopt_mcp.errors import HarnessError
+
+    try:
+        page = await fetch_report(session, run_id, results / run_id / "report")
+    except (HarnessError, MCPError, OSError) as exc:  # the run is done and kept: say so, do not fail it
+        print(f"cudaopt: the server's report of {run_id} could not be read: {str(exc)[:300]}", file=sys.stderr)
+        return
+    print(f"cudaopt: report: {page}", file=sys.stderr)
 
 
 def _innermost(group: BaseExceptionGroup) -> BaseException:

@@ -106,6 +106,7 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
         elapsed_s=round(time.monotonic() - started, 2), clock=_clock(attempts),
         usage=proposer.usage().model_dump() if isinstance(proposer, ReportsUsage) else None)
     summary.best_kernel = await _best_kernel(session, run_id, run_dir, best)
+    _keep_summary(run_dir, summary)
     return summary
 
 
@@ -312,6 +313,13 @@ async def _best_kernel(session: Session, run_id: str, run_dir: Path, best: Attem
     if local.is_file():
         return str(local)
     return best_export_uri(run_id, "best_kernel.cu")
+
+
+def _keep_summary(run_dir: Path, summary: LoopSummary) -> None:
+    """The invocation's summary without its attempts (the journal has them), for the run's report."""
+    text = summary.model_dump_json(indent=2, exclude={"attempts": True, "baseline": {"evaluation"},
+                                                      "best": {"evaluation"}, "confirmation": {"evaluation"}})
+    (run_dir / "optimize_summary.json").write_text(text)
 
 
 def _journal(run_dir: Path, attempt: Attempt) -> None:

@@ -8,6 +8,8 @@
     cudaopt://runs/{run_id}/candidates/{candidate_id}/{name}         kernel.cu, compile.log, evaluation.json, ...
     cudaopt://runs/{run_id}/candidates/{candidate_id}/outputs/{case}/{buffer}{?part}   a kept output (.npy bytes)
     .../outputs/{case}/{buffer}/summary                              its shape, dtype, range and NaN count (JSON)
+    cudaopt://runs/{run_id}/report{?part}                            the run's report page (HTML, in parts)
+    cudaopt://runs/{run_id}/report.md                                its compact markdown summary
     cudaopt://tasks/{task}                                           a bundled task's task.json
 
 Files are registered once per suffix (``{name}.cu``, ``{name}.json``, ...; :mod:`cudaopt_mcp.api_pages`), so
@@ -24,6 +26,7 @@ import functools
 import re
 from collections.abc import Callable
 
+import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.shared.exceptions import MCPError
@@ -33,6 +36,8 @@ from cudaopt_mcp.api import (
     ARTIFACT_TEMPLATE,
     BEST_EXPORT_TEMPLATE,
     BEST_EXPORTS,
+    REPORT_MARKDOWN_TEMPLATE,
+    REPORT_TEMPLATE,
     RUN_TEMPLATE,
     RUNS_URI,
     TASK_FILE_TEMPLATE,
@@ -49,6 +54,7 @@ from cudaopt_mcp.api_pages import (
     OUTPUT_SUMMARY_TEMPLATE,
     PART_BYTES,
     READ_CHARS,
+    REPORT_PARTS_TEMPLATE,
     RUNS_PAGE,
     RUNS_PAGE_TEMPLATE,
     TEXT,
@@ -136,6 +142,26 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
                         description=f"{description} {kind} {PARTS_NOTE}", mime_type=mime,
                         )(guarded(_reader(family, state_of, suffix or "", mime == BINARY)))
 
+    report_doc = ("built from the run folder when read (rebuilt only when the run changed since): the score per "
+                  "iteration with the best so far and failures by kind, latency distributions, tunable-space "
+                  "heatmaps, binned maps of where wrong outputs are wrong, a roofline against the GPU's measured "
+                  "peaks, compile resources against score, the environment and the LLM's token cost.")
+
+    @server.resource(REPORT_PARTS_TEMPLATE, name="run report", title="Run report (HTML)", mime_type="text/html",
+                     description=f"The run's report as one self-contained HTML page (inline SVG plots, no script), "
+                                 f"{report_doc} {PARTS_NOTE}")
+    async def run_report(run_id: str, part: str | None = None) -> str:
+        text = await anyio.to_thread.run_sync(guarded(_report_text), state_of(), run_id, "html")
+        return guarded(pages.text_part)(text, REPORT_TEMPLATE.format(run_id=run_id), part)
+
+    @server.resource(REPORT_MARKDOWN_TEMPLATE, name="run report summary", title="Run report (markdown)",
+                     mime_type="text/markdown",
+                     description=f"The run's report as compact markdown a model can read: verdict, the fastest correct "
+                                 f"candidates, parameter importance, achieved rates, environment; {report_doc}")
+    async def run_report_markdown(run_id: str) -> str:
+        text = await anyio.to_thread.run_sync(guarded(_report_text), state_of(), run_id, "markdown")
+        return guarded(pages.text_part)(text, REPORT_MARKDOWN_TEMPLATE.format(run_id=run_id), None)
+
     @server.resource(BUNDLED_TASK_TEMPLATE, name="bundled task", title="Bundled task", mime_type=JSON)
     @guarded
     def bundled_task(task: str) -> str:
@@ -173,6 +199,13 @@ def register(server: MCPServer, state_of: Callable[[], ServerState]) -> None:
         parts = pages.parts_of(path.stat().st_size, binary=True)
         return S.output_summary(path, case, buffer, uri, parts, _buffer_dtype(state_of(), run_id, buffer)).model_dump_json(
             indent=1, exclude_none=True)
+
+
+def _report_text(state: ServerState, run_id: str, kind: str) -> str:
+    from cudaopt_mcp.report.build import ensure_report  # plotting loads on the first report read, not at start-up
+
+    files = ensure_report(state.store, run_id)
+    return (files.html if kind == "html" else files.markdown).read_text()
 
 
 def _buffer_dtype(state: ServerState, run_id: str, buffer: str) -> str | None:
