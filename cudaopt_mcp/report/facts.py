@@ -49,7 +49,7 @@ def run_facts(data: RunData, ranking: Importance | None, rates: list[CaseRate]) 
     correct = sum(p.correct for p in data.points)
     baseline = data.baseline.score_ms if data.baseline else None
     best = data.best.score_ms if data.best else None
-    speedup = baseline / best if baseline and best else None
+    speedup = _speedup(data)
     best_candidate = data.candidates.get(data.best.candidate_id) if data.best else None
     return RunFacts(
         title=f"{data.run.run_id} · {data.run.task}", unit=unit, verdict=_verdict(data, correct, failures, speedup, unit),
@@ -58,6 +58,17 @@ def run_facts(data: RunData, ranking: Importance | None, rates: list[CaseRate]) 
         best_note=best_candidate.note if best_candidate else None, top=_top(data, baseline), importance=ranking,
         rates=rates, profile=_profile_text(best_candidate.profile if best_candidate else None),
         environment=_environment(data), missing=[])
+
+
+def _speedup(data: RunData) -> float | None:
+    """The best against the baseline; timed side by side where the best was crowned head-to-head."""
+    if data.best is None or data.baseline is None:
+        return None
+    if data.best.candidate_id == data.baseline.candidate_id:
+        return 1.0
+    if data.best.baseline_score_ms:
+        return data.best.baseline_score_ms / data.best.score_ms
+    return data.baseline.score_ms / data.best.score_ms
 
 
 def _verdict(data: RunData, correct: int, failures: dict[str, int], speedup: float | None, unit: str) -> str:
