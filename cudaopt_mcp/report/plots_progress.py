@@ -6,6 +6,7 @@ Figures are built with matplotlib's object interface (no pyplot: no global state
 from __future__ import annotations
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from cudaopt_mcp.report.axes_style import plain_log_labels
 from cudaopt_mcp.report.run_reading import FAILURE_KINDS, CandidateData, RunData
@@ -37,7 +38,7 @@ def progress_figure(data: RunData, unit: str) -> Figure | None:
         ax.step(xs, ys, where="post", color="#2ca02c", linewidth=2, label="best so far")
         ax.set_yscale("log")
         plain_log_labels(ax.yaxis)
-    baseline = data.baseline.score_ms if data.baseline else None
+    baseline = _baseline_score(data)
     if baseline:
         ax.axhline(baseline, color="#555555", linestyle="--", linewidth=1, label=f"baseline {baseline:.4g} {unit}")
     top = max([p.score_ms for p in scored] + ([baseline] if baseline else []), default=1.0) * 1.25
@@ -51,8 +52,17 @@ def progress_figure(data: RunData, unit: str) -> Figure | None:
     ax.set_ylabel(f"score ({unit}, lower is better)")
     ax.set_title(f"{data.run.run_id} · {data.run.task}: score per iteration")
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="upper right", framealpha=0.85)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), framealpha=0.85)
     return fig
+
+
+def _baseline_score(data: RunData) -> float | None:
+    """The baseline as the search measured it (the points' scale), else its recorded score."""
+    if data.baseline is None:
+        return None
+    searched = [p.score_ms for p in data.points if p.candidate_id == data.baseline.candidate_id and p.score_ms]
+    return searched[0] if searched else data.baseline.score_ms
 
 
 def latency_figure(data: RunData, unit: str, last: int = 3) -> Figure | None:
