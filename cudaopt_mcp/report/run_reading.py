@@ -98,7 +98,8 @@ class RunData(BaseModel):
         order = [self.best.candidate_id] if self.best else []
         order += sorted(self.candidates, reverse=True)
         for candidate_id in order:
-            env = ((self.candidates.get(candidate_id) or CandidateData(candidate_id="")).evaluation or {}).get("environment")
+            candidate = self.candidates.get(candidate_id)
+            env = (candidate.evaluation or {}).get("environment") if candidate else None
             if env:
                 return env
         return {}

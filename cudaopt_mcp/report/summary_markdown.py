@@ -21,7 +21,7 @@ def render_markdown(facts: RunFacts, plots_shown: list[str], html_name: str) -> 
         for r in facts.top:
             speed = f"{r.speedup:.2f}x" if r.speedup else ""
             lines.append(f"| {r.candidate_id} | {r.index} | {r.score_ms:.4g} | {speed} | {_or(r.registers)} | "
-                         f"{_or(r.spill_bytes)} | {r.note.replace('|', '/')[:100]} |")
+                         f"{_or(r.spill_bytes)} | {' '.join(r.note.replace('|', '/').split())[:100]} |")
     if facts.importance:
         shares = ", ".join(f"{n} {facts.importance.shares[n]:.2f}" for n in facts.importance.names)
         lines += ["", f"Parameter importance (η² of log score over {facts.importance.scored} correct configurations): "
