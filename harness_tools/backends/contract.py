@@ -65,6 +65,17 @@ def placement_alignment(placement: Placement) -> int:
 RunStatus = Literal["ok", "launch_error", "crashed", "timeout", "invalid_launch"]
 
 
+class BinGrid(BaseModel):
+    """An output seen as a ``view_rows`` × ``view_cols`` matrix (its last dimension as columns, all others as rows),
+    cut into ``rows`` × ``cols`` bins: element (r, c) falls in bin (r·rows // view_rows, c·cols // view_cols).
+    The rule choosing it is :func:`harness_tools.check.mismatch_map.bin_grid`; host and device bin alike."""
+
+    view_rows: int = Field(ge=0)
+    view_cols: int = Field(ge=0)
+    rows: int = Field(ge=1)
+    cols: int = Field(ge=1)
+
+
 class DeviceCheck(BaseModel):
     """Compare this output where it lies, with the reference the device holds (backends that can: the cuda one;
     its worker keeps the reference masked, harness_tools.backends.cuda.device_verifier).
@@ -84,6 +95,7 @@ class DeviceCheck(BaseModel):
     rel_bound: float = Field(0.0, ge=0, description="how far the device form may be from the float64 reference, "
                                                     "relative to it")
     abs_bound: float = Field(0.0, ge=0, description="... and in absolute terms (subnormal rests)")
+    bins: BinGrid | None = Field(None, description="how to bin the output's mismatches when it fails (None: no map)")
 
 
 class DeviceComparison(BaseModel):
@@ -103,6 +115,10 @@ class DeviceComparison(BaseModel):
     first_expected: float | None = None
     decided: bool = Field(description="the verdict holds whatever the reference's last bits are; when False the "
                                       "output was downloaded so the host decides")
+    bin_mismatches: list[list[int]] | None = Field(
+        None, description="mismatches per bin of DeviceCheck.bins (rows × cols); only for a decided failure")
+    bin_nonfinite: list[list[int]] | None = Field(
+        None, description="NaN or Inf where the reference is finite, per bin; with bin_mismatches")
     compare_ms: float = 0.0
 
 
@@ -181,6 +197,12 @@ class DeviceInfo(BaseModel):
     timing_floor_ms: float | None = Field(
         None, description="median event time of an empty kernel, timed exactly as candidates are: the launch and event "
         "overhead inside every timing on this device (Nsight Compute's kernel duration excludes it)")
+    peak_copy_gbps: float | None = Field(
+        None, description="measured, not the datasheet's: device-memory copy bandwidth in GB/s (1e9 bytes/s, bytes "
+        "read plus bytes written) of a float4 grid-stride copy between two 256 MiB buffers, median of 5 launches")
+    peak_fp32_tflops: float | None = Field(
+        None, description="measured, not the datasheet's: FP32 fused multiply-add throughput in TFLOP/s (an FMA "
+        "counts as 2 FLOPs) of independent FMA chains in registers filling the device, median of 5 launches")
 
 
 class Access(BaseModel):

@@ -7,19 +7,22 @@ match it exactly (NaN for NaN, the same infinity).
 
 An output passes when at most ``max_mismatches`` of its elements are outside tolerance (the buffer's
 mismatch budget, default 0: for 0/1 or integer outputs where a few ties may go either way) and none of them
-is NaN or ±Inf where the reference is finite: no budget lets an unwritten element through.
+is NaN or ±Inf where the reference is finite: no budget lets an unwritten element through. A failing output
+also gets a map of where it is wrong (:mod:`harness_tools.check.mismatch_map`), binned with the same predicate.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, Field
 
+from harness_tools.check.mismatch_map import BinCounter, MismatchMap, bin_grid
 from harness_tools.task.expressions import evaluate_expression
 from harness_tools.task.spec import Tolerance
 
@@ -52,10 +55,14 @@ class OutputComparison(BaseModel):
     compared_on: Literal["host", "device"] = Field(
         "host", description="where the comparison ran: on the device the output is not downloaded (the oracle is "
                             "held there); verdicts are the same (docs/oracle.md)")
+    mismatch_map: MismatchMap | None = Field(
+        None, description="where a failing output is wrong, binned (harness_tools.check.mismatch_map); None when "
+                          "it passed")
 
 
 CHUNK = 1 << 20  # elements per pass: keeps the float64 temporaries in cache
 WORKERS = max(1, min(8, os.cpu_count() or 1))
+T = TypeVar("T")
 
 
 def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: Tolerance,
@@ -69,14 +76,9 @@ def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: T
     atol = float(evaluate_expression(tolerance.atol, sizes))
     rtol = float(tolerance.rtol)
     got_all, ref_all = output.reshape(-1), reference.reshape(-1)
-    starts = list(range(0, got_all.size, CHUNK))
-    # NumPy releases the GIL in these loops: big outputs are compared on several cores, each thread
-    # taking a contiguous run of chunks with its own work arrays; results merge in chunk order.
-    runs = ([starts] if starts else []) if len(starts) < 4 or WORKERS == 1 else _split(starts, WORKERS)
-    parts = (list(_pool().map(lambda run: _compare_run(got_all, ref_all, run, atol, rtol), runs)) if len(runs) > 1
-             else [_compare_run(got_all, ref_all, runs[0], atol, rtol)] if runs else [])
+    runs = _runs(got_all.size)
     acc = _Accumulator()
-    for part in parts:
+    for part in _over_runs(lambda run: _compare_run(got_all, ref_all, run, atol, rtol), runs):
         for chunk in part:
             acc.add(*chunk)
     first = None
@@ -84,11 +86,19 @@ def compare(buffer: str, output: np.ndarray, reference: np.ndarray, tolerance: T
         i = acc.first
         first = Mismatch(index=[int(x) for x in np.unravel_index(i, output.shape)], flat_index=i,
                          got=float(got_all[i]), expected=float(ref_all[i]))
+    passed = acc.mismatches <= max_mismatches and acc.nonfinite == 0
+    mismatch_map = None
+    if not passed:  # a second pass, on failures only
+        grid = bin_grid(output.shape)
+        counters = _over_runs(lambda run: _map_run(got_all, ref_all, run, atol, rtol, BinCounter(grid)), runs)
+        for counter in counters[1:]:
+            counters[0].merge(counter)
+        mismatch_map = counters[0].result()
     return OutputComparison(
-        buffer=buffer, passed=acc.mismatches <= max_mismatches and acc.nonfinite == 0, elements=int(ref_all.size),
+        buffer=buffer, passed=passed, elements=int(ref_all.size),
         mismatches=acc.mismatches, max_abs_err=acc.max_abs, max_rel_err=acc.max_rel, nonfinite=acc.nonfinite,
         nans=acc.nans, infs=acc.infs,
-        first_mismatch=first, atol=atol, rtol=rtol, max_mismatches=max_mismatches,
+        first_mismatch=first, atol=atol, rtol=rtol, max_mismatches=max_mismatches, mismatch_map=mismatch_map,
     )
 
 
@@ -102,25 +112,55 @@ def mismatch_message(o: OutputComparison) -> str:
     return f"{text}; first at {m.index}: got {m.got!r}, expected {m.expected!r}" if m else f"{o.buffer}: mismatch"
 
 
-def _split(starts: list[int], parts: int) -> list[list[int]]:
-    size = -(-len(starts) // parts)
-    return [starts[i : i + size] for i in range(0, len(starts), size)]
+def _runs(size: int) -> list[list[int]]:
+    """The chunk starts of a flat output, in contiguous runs: one per thread for a big output, else a single one.
+    NumPy releases the GIL in these loops, so big outputs are compared on several cores."""
+    starts = list(range(0, size, CHUNK))
+    if len(starts) < 4 or WORKERS == 1:
+        return [starts] if starts else []
+    per_run = -(-len(starts) // WORKERS)
+    return [starts[i : i + per_run] for i in range(0, len(starts), per_run)]
 
 
-def _compare_run(got_all: np.ndarray, ref_all: np.ndarray, starts: list[int], atol: float, rtol: float) -> list[tuple]:
-    """(start, mismatches, first bad index, max abs, max rel, non-finite) for each chunk of one run."""
+def _over_runs(work: Callable[[list[int]], T], runs: list[list[int]]) -> list[T]:
+    """``work`` of every run, in run order (so results merge in chunk order)."""
+    return list(_pool().map(work, runs)) if len(runs) > 1 else [work(run) for run in runs]
+
+
+def _chunks(got_all: np.ndarray, ref_all: np.ndarray,
+            starts: list[int]) -> Iterator[tuple[int, np.ndarray, np.ndarray, _Scratch]]:
+    """(start, output, reference, scratch) of each chunk of a run: both in float64, in the run's own work arrays."""
     scratch = _Scratch(min(CHUNK, got_all.size - starts[0]))
-    out = []
     for start in starts:
         n = min(CHUNK, got_all.size - start)
         got, ref = scratch.got[:n], scratch.ref[:n]
         np.copyto(got, got_all[start : start + n], casting="unsafe")
         np.copyto(ref, ref_all[start : start + n], casting="unsafe")
+        yield start, got, ref, scratch
+
+
+def _compare_run(got_all: np.ndarray, ref_all: np.ndarray, starts: list[int], atol: float, rtol: float) -> list[tuple]:
+    """(start, mismatches, first bad index, max abs, max rel, non-finite, NaNs, Infs) for each chunk of one run."""
+    out = []
+    for start, got, ref, scratch in _chunks(got_all, ref_all, starts):
         bad, max_abs, max_rel, nonfinite, nans, infs = _chunk_errors(got, ref, atol, rtol, scratch)
         count = int(np.count_nonzero(bad))
         out.append((start, count, start + int(np.argmax(bad)) if count else None, max_abs, max_rel, nonfinite,
                     nans, infs))
     return out
+
+
+def _map_run(got_all: np.ndarray, ref_all: np.ndarray, starts: list[int], atol: float, rtol: float,
+             counter: BinCounter) -> BinCounter:
+    """``counter`` with the mismatches and the NaN/Inf (where the reference is finite) of one run's chunks."""
+    for start, got, ref, scratch in _chunks(got_all, ref_all, starts):
+        bad, ref_finite, got_finite = _outside(got, ref, atol, rtol, scratch)
+        nonfinite = None
+        if not got_finite.all():
+            nonfinite = np.logical_not(got_finite, out=got_finite)
+            np.logical_and(nonfinite, ref_finite, out=nonfinite)
+        counter.add(start, bad, nonfinite)
+    return counter
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -144,17 +184,14 @@ class _Scratch:
         self.bad, self.ref_finite, self.got_finite = (np.empty(n, np.bool_) for _ in range(3))
 
 
-def _chunk_errors(got: np.ndarray, ref: np.ndarray, atol: float, rtol: float, scratch: _Scratch):
-    """(bad mask, max abs err, max rel err, non-finite outputs where the reference is finite, NaNs, Infs)."""
+def _outside(got: np.ndarray, ref: np.ndarray, atol: float, rtol: float, scratch: _Scratch):
+    """The module docstring's predicate over one chunk, in ``scratch``: (outside tolerance, reference finite,
+    output finite) masks; ``scratch.err`` is left holding |got - ref|."""
     n = got.size
     err, aux, bad = scratch.err[:n], scratch.aux[:n], scratch.bad[:n]
     ref_finite, got_finite = scratch.ref_finite[:n], scratch.got_finite[:n]
     np.isfinite(ref, out=ref_finite)
     np.isfinite(got, out=got_finite)
-    nans = infs = 0
-    if not got_finite.all():
-        nans = int(np.count_nonzero(np.isnan(got)))
-        infs = int(np.count_nonzero(~got_finite)) - nans
     with np.errstate(invalid="ignore", over="ignore"):
         np.subtract(got, ref, out=err)
         np.abs(err, out=err)
@@ -167,7 +204,17 @@ def _chunk_errors(got: np.ndarray, ref: np.ndarray, atol: float, rtol: float, sc
         special = ~ref_finite
         same = (np.isnan(ref) & np.isnan(got)) | (ref == got)
         bad[special] = ~same[special]
+    return bad, ref_finite, got_finite
+
+
+def _chunk_errors(got: np.ndarray, ref: np.ndarray, atol: float, rtol: float, scratch: _Scratch):
+    """(bad mask, max abs err, max rel err, non-finite outputs where the reference is finite, NaNs, Infs)."""
+    bad, ref_finite, got_finite = _outside(got, ref, atol, rtol, scratch)
+    err, aux = scratch.err[: got.size], scratch.aux[: got.size]
+    nans = infs = 0
     if not got_finite.all():
+        nans = int(np.count_nonzero(np.isnan(got)))
+        infs = int(np.count_nonzero(~got_finite)) - nans
         nonfinite = int(np.count_nonzero(ref_finite & ~got_finite))
         if nonfinite:
             return bad, float("inf"), float("inf"), nonfinite, nans, infs
@@ -198,15 +245,3 @@ class _Accumulator:
         self.nans += nans
         self.infs += infs
         self.max_abs, self.max_rel = max(self.max_abs, max_abs), max(self.max_rel, max_rel)
-
-
-def error_map(output: np.ndarray, reference: np.ndarray, max_cells: int = 64) -> np.ndarray:
-    """Largest absolute error per tile, at most ``max_cells`` × ``max_cells`` tiles (inf for NaN)."""
-    got = output.astype(np.float64).reshape(output.shape[0], -1) if output.ndim > 1 else output.reshape(1, -1)
-    ref = reference.astype(np.float64).reshape(got.shape)
-    with np.errstate(invalid="ignore"):
-        err = np.abs(got - ref)
-    err[np.isnan(err)] = np.inf
-    rows = np.array_split(np.arange(err.shape[0]), min(max_cells, err.shape[0]))
-    cols = np.array_split(np.arange(err.shape[1]), min(max_cells, err.shape[1]))
-    return np.array([[err[r[0] : r[-1] + 1, c[0] : c[-1] + 1].max() for c in cols] for r in rows])

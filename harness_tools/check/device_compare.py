@@ -19,6 +19,7 @@ from harness_tools.backends import backend_traits
 from harness_tools.backends.contract import ArgSpec, CaseRun, DeviceCheck, DeviceComparison
 from harness_tools.check.compare import Mismatch, OutputComparison
 from harness_tools.check.device_reference import device_checks
+from harness_tools.check.mismatch_map import bin_grid, from_counts
 from harness_tools.task.checking_rules import mismatch_budget
 from harness_tools.task.dtypes import numpy_dtype
 from harness_tools.task.expressions import evaluate_expression
@@ -70,17 +71,21 @@ def as_output_comparison(device: DeviceComparison, buf: BufferParam, spec: TaskS
                          sizes: dict[str, int]) -> OutputComparison:
     budget = mismatch_budget(buf, sizes)
     tolerance = spec.tolerance_for(buf.dtype)
+    shape = spec.shape_of(buf, sizes)
     first = None
     if device.first_index is not None and device.first_got is not None and device.first_expected is not None:
-        shape = spec.shape_of(buf, sizes)
         first = Mismatch(index=[int(x) for x in np.unravel_index(device.first_index, shape)],
                          flat_index=device.first_index, got=device.first_got, expected=device.first_expected)
-    return OutputComparison(buffer=buf.name, passed=device.nonfinite == 0 and device.mismatches <= budget,
+    passed = device.nonfinite == 0 and device.mismatches <= budget
+    mismatch_map = None
+    if not passed and device.bin_mismatches is not None and device.bin_nonfinite is not None:
+        mismatch_map = from_counts(bin_grid(shape), device.bin_mismatches, device.bin_nonfinite)
+    return OutputComparison(buffer=buf.name, passed=passed,
                             elements=device.elements, mismatches=device.mismatches, max_abs_err=device.max_abs_err,
                             max_rel_err=device.max_rel_err, nonfinite=device.nonfinite, nans=device.nans,
                             infs=device.infs, first_mismatch=first,
                             atol=float(evaluate_expression(tolerance.atol, sizes)), rtol=float(tolerance.rtol),
-                            max_mismatches=budget, compared_on="device")
+                            max_mismatches=budget, compared_on="device", mismatch_map=mismatch_map)
 
 
 def _nbytes(dtype: str, shape: tuple[int, ...]) -> int:

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from harness_tools.backends.contract import DeviceCheck
+from harness_tools.check.mismatch_map import bin_grid
 from harness_tools.run.scratch import InputFiles
 from harness_tools.task.checking_rules import mismatch_budget
 from harness_tools.task.expressions import evaluate_expression
@@ -88,7 +89,7 @@ def device_checks(task: Task, case: Case, seed: int, names: list[str],
                                    lo_file=str(files[f"{name}.lo"]) if f"{name}.lo" in files else None,
                                    atol=tolerances[name][0], rtol=tolerances[name][1],
                                    max_mismatches=mismatch_budget(buf, case.sizes), rel_bound=REL_BOUND[form],
-                                   abs_bound=ABS_BOUND[form])
+                                   abs_bound=ABS_BOUND[form], bins=bin_grid(task.spec.shape_of(buf, case.sizes)))
     return checks
 
 

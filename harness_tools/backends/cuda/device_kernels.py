@@ -1,4 +1,5 @@
-"""The cuda executor's own kernels: a read-only L2 eviction, a digest of a device buffer, an empty kernel.
+"""The cuda executor's own kernels: a read-only L2 eviction, a digest of a device buffer, an empty kernel, and the
+two that measure the device's peaks.
 
 Worker side only (imports the driver). Compiled once per worker with NVRTC, in the worker itself: the source is
 ours, not a candidate's, and the jailed compile child a candidate needs would add an interpreter's start (0.6-1.0 s
@@ -15,6 +16,8 @@ on the H200 host) to every respawn, as after a cancelled or timed-out kernel.
 - ``cudaopt_timing_floor_probe`` does nothing: timed like a candidate, it measures the fixed part of every event
   timing on this device (the launch and the two event writes, about 3 µs on an H200), which Nsight
   Compute's kernel duration does not include.
+- ``cudaopt_peak_copy`` and ``cudaopt_peak_fma`` measure the roofline's roofs (:mod:`.peaks`): a float4 grid-stride
+  copy, and FMA chains in registers, eight independent ones per thread so the pipes stay full whatever the latency.
 """
 
 from __future__ import annotations
@@ -71,10 +74,34 @@ extern "C" __global__ void cudaopt_evict_l2(const uint4* __restrict__ data, size
 }
 
 extern "C" __global__ void cudaopt_timing_floor_probe() {}
+
+extern "C" __global__ void cudaopt_peak_copy(const float4* __restrict__ src, float4* __restrict__ dst, size_t words)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+
+extern "C" __global__ void cudaopt_peak_fma(float a, float b, int iterations, float* sink)
+{
+    float x[FMA_CHAINS];
+    #pragma unroll
+    for (int j = 0; j < FMA_CHAINS; ++j) x[j] = threadIdx.x + j;
+    #pragma unroll 16
+    for (int k = 0; k < iterations; ++k) {  // 128 FMAs per loop test
+        #pragma unroll
+        for (int j = 0; j < FMA_CHAINS; ++j) x[j] = fmaf(x[j], a, b);
+    }
+    float sum = 0.0f;
+    #pragma unroll
+    for (int j = 0; j < FMA_CHAINS; ++j) sum += x[j];
+    if (sum == -1.0f) *sink = sum;  // never with a, b > 0; the chains must not be optimised away
+}
 """
 
 THREADS = 256
-KERNELS = ["cudaopt_digest", "cudaopt_evict_l2", "cudaopt_timing_floor_probe"]
+FMA_CHAINS = 8
+SOURCE = f"#define FMA_CHAINS {FMA_CHAINS}\n" + SOURCE
+KERNELS = ["cudaopt_digest", "cudaopt_evict_l2", "cudaopt_timing_floor_probe", "cudaopt_peak_copy", "cudaopt_peak_fma"]
 
 
 class DeviceKernels:
@@ -89,6 +116,11 @@ class DeviceKernels:
         self.digest_fn = ok(cu.cuModuleGetFunction(self.module, b"cudaopt_digest"), "cuModuleGetFunction(digest)")
         self.evict_fn = ok(cu.cuModuleGetFunction(self.module, b"cudaopt_evict_l2"), "cuModuleGetFunction(evict_l2)")
         self.empty_fn = ok(cu.cuModuleGetFunction(self.module, b"cudaopt_timing_floor_probe"), "cuModuleGetFunction(probe)")
+        self.copy_fn = ok(cu.cuModuleGetFunction(self.module, b"cudaopt_peak_copy"), "cuModuleGetFunction(peak_copy)")
+        self.fma_fn = ok(cu.cuModuleGetFunction(self.module, b"cudaopt_peak_fma"), "cuModuleGetFunction(peak_fma)")
+        # one full wave of FMA blocks: a partial second wave would idle most of the device for its length
+        per_sm = ok(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(self.fma_fn, THREADS, 0), "occupancy(peak_fma)")
+        self.fma_blocks = sm_count * max(1, int(per_sm))
         self.scratch = ok(cu.cuMemAlloc(8), "cuMemAlloc(helper scratch)")
 
     def digest(self, ptr, nbytes: int) -> int:
@@ -110,7 +142,20 @@ class DeviceKernels:
         """Enqueue one launch of the empty kernel (one block of one warp)."""
         self._ok(cu.cuLaunchKernel(self.empty_fn, 1, 1, 1, 32, 1, 1, 0, self.stream, 0, 0), "cuLaunchKernel(probe)")
 
-    def _launch(self, function, values: list) -> None:
+    def copy(self, dst, src, nbytes: int) -> None:
+        """Enqueue a copy of ``nbytes`` (a multiple of 16) from ``src`` to ``dst``."""
+        self._launch(self.copy_fn, [ctypes.c_uint64(int(src)), ctypes.c_uint64(int(dst)), ctypes.c_size_t(nbytes // 16)])
+
+    def fma(self, iterations: int) -> None:
+        """Enqueue ``iterations`` rounds of FMA_CHAINS fused multiply-adds on every thread of a full wave."""
+        self._launch(self.fma_fn, [ctypes.c_float(0.999), ctypes.c_float(0.001), ctypes.c_int(iterations),
+                                   ctypes.c_uint64(int(self.scratch))], self.fma_blocks)
+
+    def fma_flops(self, iterations: int) -> int:
+        """The FLOPs of one :meth:`fma` launch, an FMA counted as 2."""
+        return self.fma_blocks * THREADS * FMA_CHAINS * iterations * 2
+
+    def _launch(self, function, values: list, blocks: int | None = None) -> None:
         array = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-        self._ok(cu.cuLaunchKernel(function, self.blocks, 1, 1, THREADS, 1, 1, 0, self.stream,
+        self._ok(cu.cuLaunchKernel(function, blocks or self.blocks, 1, 1, THREADS, 1, 1, 0, self.stream,
                                    ctypes.addressof(array), 0), "cuLaunchKernel(helper)")

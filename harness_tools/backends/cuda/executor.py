@@ -27,6 +27,7 @@ from harness_tools.backends.contract import POISON_BYTE, ArgSpec, CaseRequest, C
 from harness_tools.backends.cuda.device_buffers import BufferPlacer, DeviceBuffer
 from harness_tools.backends.cuda.device_kernels import DeviceKernels
 from harness_tools.backends.cuda.device_verifier import DeviceVerifier, device_compare_allowed
+from harness_tools.backends.cuda.peaks import Peaks, measure_peaks
 from harness_tools.backends.cuda.resident_inputs import ResidentInputs
 from harness_tools.backends.kernel_args import argument_array
 from harness_tools.run.timing import TimingPlan, measure, summarize
@@ -94,12 +95,29 @@ class CudaExecutor:
         self.events: list[tuple[object, object]] = []
         self.dead = False
         self.timing_floor_ms: float | None = None  # measured by info(): the worker's, not a tool's launcher
+        self.peaks: Peaks | None = None  # likewise
 
     def _timing_floor(self) -> float:
         """Median event time of an empty kernel timed exactly as a candidate is (a few milliseconds, once per
         worker; not in processes under compute-sanitizer, where each 256 MB flush read would be instrumented)."""
-        samples = measure(_EventTimer(self, self.kernels.launch_empty, FLOOR_PLAN.reps), FLOOR_PLAN)
-        return statistics.median(samples)
+        return self._median_ms(self.kernels.launch_empty, FLOOR_PLAN)
+
+    def _median_ms(self, launch: Callable[[], None], plan: TimingPlan) -> float:
+        return statistics.median(measure(_EventTimer(self, launch, plan.reps), plan))
+
+    def _peaks(self) -> Peaks:
+        """The device's measured copy bandwidth and FP32 throughput (:mod:`.peaks`), None each where they could
+        not be measured: a roofline's roofs are no reason to fail the worker."""
+        started = time.perf_counter()
+        try:
+            peaks = measure_peaks(self.kernels, self.l2_bytes, self._median_ms, _ok)
+        except CudaFailure as failure:
+            if failure.code in STICKY:
+                raise
+            log.warning("the device's peaks could not be measured: %s", failure)
+            peaks = Peaks()
+        log.debug("peaks %.3f s", time.perf_counter() - started)
+        return peaks
 
     def _attr(self, attribute) -> int:
         return int(_ok(cu.cuDeviceGetAttribute(attribute, self.device), "cuDeviceGetAttribute"))
@@ -112,6 +130,8 @@ class CudaExecutor:
             started = time.perf_counter()
             self.timing_floor_ms = self._timing_floor()
             log.debug("timing floor %.3f s", time.perf_counter() - started)
+        if self.peaks is None:  # before the free memory is read: its buffers are freed by then
+            self.peaks = self._peaks()
         driver = int(_ok(cu.cuDriverGetVersion(), "cuDriverGetVersion"))
         return {
             "backend": "cuda", "name": name.split(b"\0", 1)[0].decode(), "arch": self.arch,
@@ -123,6 +143,7 @@ class CudaExecutor:
             "max_shared_per_block_optin": self.shared_optin,
             "driver_version": f"{driver // 1000}.{driver % 1000 // 10}", "bindings_version": bindings_version,
             "timing_floor_ms": self.timing_floor_ms,
+            "peak_copy_gbps": self.peaks.copy_gbps, "peak_fp32_tflops": self.peaks.fp32_tflops,
         }
 
     # ---- one case -------------------------------------------------------------------------------
