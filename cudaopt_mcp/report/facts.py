@@ -110,7 +110,9 @@ def _profile_text(profile: dict[str, Any] | None) -> str | None:
     occupancy = summary.get("occupancy") or {}
     if occupancy.get("achieved_pct") is not None:
         lines.append(f"occupancy: {occupancy['achieved_pct']}% achieved of {occupancy.get('theoretical_pct')}% theoretical")
-    lines += [f"stall: {s.get('reason')} {s.get('pct')}%" for s in (summary.get("stalls") or [])[:3] if isinstance(s, dict)]
+    lines += [f"stall: {s.get('name')}, {s.get('cycles_per_issue')} cycles per issue"
+              + (f" ({100 * s['share']:.0f}% of cycles)" if s.get("share") is not None else "")
+              for s in (summary.get("stalls") or [])[:3] if isinstance(s, dict)]
     return "\n".join(lines)
 
 
@@ -121,7 +123,7 @@ def _environment(data: RunData) -> list[tuple[str, str]]:
         ("backend", data.run.backend), ("device", device.get("name")), ("architecture", device.get("arch")),
         ("SMs", device.get("sm_count")),
         ("memory", f"{device['memory_bytes'] / 2**30:.0f} GiB" if device.get("memory_bytes") else None),
-        ("driver", device.get("driver_version")), ("CUDA bindings", device.get("bindings_version")),
+        ("CUDA driver API", device.get("driver_version")), ("CUDA bindings", device.get("bindings_version")),
         ("timing floor", f"{device['timing_floor_ms'] * 1000:.1f} µs" if device.get("timing_floor_ms") else None),
         ("measured copy peak", f"{device['peak_copy_gbps']:.0f} GB/s" if device.get("peak_copy_gbps") else None),
         ("measured FP32 peak", f"{device['peak_fp32_tflops']:.1f} TFLOP/s" if device.get("peak_fp32_tflops") else None),

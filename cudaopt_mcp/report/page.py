@@ -41,7 +41,8 @@ def render_page(facts: RunFacts, plots: dict[str, Plot], generated: str) -> str:
         parts.append(f"<p>Nsight Compute summary of the best:</p><pre>{escape(facts.profile)}</pre>")
     parts += _section("Compile resources", [plots.get("resources")])
     parts.append("<h2>Fastest correct candidates</h2>" + _top_table(facts))
-    parts.append("<h2>Environment</h2>" + _table(["", ""], [[escape(k), escape(v)] for k, v in facts.environment]))
+    parts.append("<h2>Environment</h2>" + _table(["", ""], [[escape(k), escape(v)] for k, v in facts.environment],
+                                                 numeric=False))
     if facts.missing:
         parts.append("<h2>Not shown</h2><ul>" + "".join(f"<li>{escape(m)}</li>" for m in facts.missing) + "</ul>")
     parts.append(f"<p class='note'>{escape(generated)}</p>")
@@ -93,9 +94,9 @@ def _top_table(facts: RunFacts) -> str:
                   rows)
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def _table(header: list[str], rows: list[list[str]], numeric: bool = True) -> str:
     head = "".join(f"<th>{h}</th>" for h in header) if any(header) else ""
-    body = "".join("<tr>" + "".join(f"<td{' class=n' if _numeric(c) else ''}>{c}</td>" for c in row) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td{' class=n' if numeric and _numeric(c) else ''}>{c}</td>" for c in row) + "</tr>"
                    for row in rows)
     return f"<table>{f'<tr>{head}</tr>' if head else ''}{body}</table>"
 

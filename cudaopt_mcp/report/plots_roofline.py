@@ -57,6 +57,7 @@ def roofline_figure(data: RunData, rates: list[CaseRate]) -> Figure | None:
     low, high = min(intensity) / 10, max(intensity) * 10
     if peak_tflops and peak_gbps:
         ridge = 1000 * peak_tflops / peak_gbps
+        low, high = min(low, ridge / 4), max(high, ridge * 4)  # the ridge point is always in view
         xs = sorted({low, min(max(ridge, low), high), high})
         ax.plot(xs, [min(peak_tflops, x * peak_gbps / 1000) for x in xs], color="#333333", linewidth=2,
                 label=f"measured peaks: {peak_gbps:.0f} GB/s, {peak_tflops:.1f} TFLOP/s")
@@ -65,8 +66,11 @@ def roofline_figure(data: RunData, rates: list[CaseRate]) -> Figure | None:
         if chosen:
             ax.scatter([x for x, _ in chosen], [r.tflops for _, r in chosen], marker=marker, s=90 if marker == "*" else 40,
                        label=f"{chosen[0][1].label} (per performance case)", zorder=3)
-            for x, r in chosen:
-                ax.annotate(r.case, (x, r.tflops), fontsize=7, xytext=(4, 4), textcoords="offset points")
+            below = marker == "*"  # the best's labels under its points, the baseline's over: no overlap
+            for k, (x, r) in enumerate(sorted(chosen, key=lambda item: item[1].tflops)):
+                offset = -(10 + 9 * k) if below else 4 + 9 * k
+                ax.annotate(r.case, (x, r.tflops), fontsize=7, xytext=(6, offset), textcoords="offset points",
+                            arrowprops={"arrowstyle": "-", "color": "#999999", "linewidth": 0.5})
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(low, high)
