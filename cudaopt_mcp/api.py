@@ -119,6 +119,8 @@ class TaskSummary(BaseModel):
                                                                         "it fills (not a kernel argument)")
     tunables: dict[str, list[int]] | None = None
     tunable_constraints: list[str] = Field(default_factory=list)
+    tunable_defaults: dict[str, int] | None = Field(None, description="the kernel's own values (#ifndef defaults), "
+                                                    "used by the tuner as its first point; a tunable with none is left out")
     baseline_source_uri: str
 
 

@@ -36,6 +36,7 @@ from harness_tools.compile import CompileResult
 from harness_tools.evaluation import CaseResult
 from harness_tools.task.dtypes import as_dtype, is_bfloat16
 from harness_tools.task.spec import CTYPES, BufferParam, Task, TaskSpec, Tolerance
+from harness_tools.task.tunable_defaults import tunable_defaults
 
 EXCERPT_CHARS = 1500
 MESSAGE_CHARS = 400
@@ -96,6 +97,8 @@ def task_summary(task: Task, run_id: str) -> TaskSummary:
         constants={b.name: b.constant for b in spec.constants if b.constant},
         tunables=dict(spec.tunables.params) if spec.tunables else None,
         tunable_constraints=list(spec.tunables.constraints) if spec.tunables else [],
+        tunable_defaults=tunable_defaults(task.read(spec.tunables.source), spec.tunables.params)
+        if spec.tunables else None,
         baseline_source_uri=task_file_uri(run_id, spec.baseline.source),
     )
 

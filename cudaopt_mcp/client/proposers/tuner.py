@@ -1,9 +1,12 @@
 """The built-in proposer: searches the task's own tunable kernel's parameters; no network, no model.
 
 It only chooses points of the space; the loop evaluates them (``evaluate`` with ``tunables=``) and
-reports back through :meth:`TunerProposer.observe`. When the valid configurations can be listed, a short random
-start and then a Gaussian process over them chooses (:mod:`.model_search`), warm-started with the run's earlier
-attempts; when the untried ones fit in the remaining iterations they are all tried, the model choosing the order.
+reports back through :meth:`TunerProposer.observe`. The first point is the kernel's own defaults (its ``#ifndef``
+values) when they are a valid, untried configuration: the author's choice is the best prior there is, and the run
+then knows how the defaults score. When the valid configurations can be listed, a short random start (the
+defaults count as one of it) and then a Gaussian process over them chooses (:mod:`.model_search`), warm-started
+with the run's earlier attempts; when the untried ones fit in the remaining iterations they are all tried, the
+model choosing the order.
 A space too large to list is searched by Optuna's TPE sampler through its ask/tell interface; when it keeps asking
 for tried or invalid points, a model of the scores so far ranks a sample of untried ones (:mod:`.surrogate`), so
 every choice after the random start is informed by the scores. A configuration that breaks a constraint is never
@@ -37,6 +40,7 @@ MAX_ASKS = 32  # TPE asks per proposal before the fallback model (surrogate.py) 
 SAMPLE_ATTEMPTS = 20_000  # random draws per proposal in a space too large to list
 RANKED_SAMPLE = 128  # untried valid configurations the fallback model ranks in a space too large to list
 FALLBACK = "model: nearest scores, TPE kept asking for tried or invalid ones"
+DEFAULTS = "the kernel's own defaults"
 
 
 class TunerProposer:
@@ -47,6 +51,7 @@ class TunerProposer:
         self._seed = settings.seed
         self._rng = random.Random(settings.seed)
         self._space: TunableSpace | None = None
+        self._defaults: Config | None = None  # the kernel's own configuration, when it gives every tunable a value
         self._study: optuna.Study | None = None
         self._distributions: dict[str, CategoricalDistribution] = {}
         self._tried: set[Config] = set()
@@ -61,7 +66,8 @@ class TunerProposer:
     def describe(self) -> str:
         seed = f"seed {self._seed}" if self._seed is not None else "unseeded"
         line = (f"tuner: Gaussian process, expected improvement ({seed}; optuna {optuna.__version__} TPE where the "
-                "space is too large to list), exhaustive when the untried space fits the budget")
+                "space is too large to list), the kernel's own defaults first, exhaustive when the untried space "
+                "fits the budget")
         if self._space is not None:
             valid = self._space.valid()
             line += (f"; {len(valid)} valid of {self._space.size} configurations" if valid is not None
@@ -114,6 +120,9 @@ class TunerProposer:
         untried = [c for c in valid if c not in self._tried]
         if not untried:
             return NoProposal(kind="exhausted", reason=self._exhausted_reason(len(valid)))
+        if self._defaults_untried():
+            return self._offer(self._defaults, None, f"exhaustive, {DEFAULTS} first" if len(untried) <= remaining
+                               else DEFAULTS)
         if len(untried) == 1:
             return self._offer(untried[0], None, "exhaustive")
         config, strategy = next_config(space, self._scores, self._pending, untried, self._rng)
@@ -139,6 +148,7 @@ class TunerProposer:
         self._space = TunableSpace(task.tunables or {}, task.tunable_constraints)
         if self._space.size == 0:
             return
+        self._defaults = self._space.key(task.tunable_defaults) if task.tunable_defaults else None
         self._distributions = {n: CategoricalDistribution(vs) for n, vs in zip(self._space.names, self._space.values)}
         # Multivariate TPE models the parameters jointly: tile sizes interact (replayed on the H200's
         # exhaustive sgemm table it needed a median of 18.5 evaluations to come within 3 % of the best,
@@ -153,6 +163,8 @@ class TunerProposer:
 
     def _propose_sampled(self) -> Proposal | NoProposal:
         """A space too large to list: TPE, else the fallback model over a random sample of untried valid ones."""
+        if self._defaults_untried():  # a fixed trial, so TPE learns from its score like any other
+            return self._offer(self._defaults, self._enqueue(self._defaults), DEFAULTS)
         asked = self._ask()
         if asked is not None:
             return self._offer(*asked)
@@ -171,6 +183,10 @@ class TunerProposer:
                 f"constraints{self._problems()}"))
         return NoProposal(kind="unusable", reason=f"no untried valid configuration in {SAMPLE_ATTEMPTS} random draws "
                                                   f"({len(self._tried)} tried)")
+
+    def _defaults_untried(self) -> bool:
+        defaults = self._defaults
+        return defaults is not None and defaults not in self._tried and self._space.is_valid(defaults)
 
     def _ask(self) -> tuple[Config, Trial, str] | None:
         assert self._study is not None and self._space is not None
