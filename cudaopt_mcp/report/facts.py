@@ -104,16 +104,22 @@ def _profile_text(profile: dict[str, Any] | None) -> str | None:
     summary = (profile or {}).get("summary")
     if not summary:
         return None
-    lines = [f"{key.replace('_', ' ')}: {summary[key]}" for key in
+    lines = [f"{key.replace('_', ' ')}: {_plain(summary[key])}" for key in
              ("kernel", "duration_us", "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct", "bound",
               "bound_reason") if summary.get(key) is not None]
     occupancy = summary.get("occupancy") or {}
     if occupancy.get("achieved_pct") is not None:
-        lines.append(f"occupancy: {occupancy['achieved_pct']}% achieved of {occupancy.get('theoretical_pct')}% theoretical")
-    lines += [f"stall: {s.get('name')}, {s.get('cycles_per_issue')} cycles per issue"
+        lines.append(f"occupancy: {_plain(occupancy['achieved_pct'])}% achieved of {_plain(occupancy.get('theoretical_pct'))}% "
+                     "theoretical")
+    lines += [f"stall: {s.get('name')}, {_plain(s.get('cycles_per_issue'))} cycles per issue"
               + (f" ({100 * s['share']:.0f}% of cycles)" if s.get("share") is not None else "")
               for s in (summary.get("stalls") or [])[:3] if isinstance(s, dict)]
     return "\n".join(lines)
+
+
+def _plain(value: Any) -> Any:
+    """A metric as people read it: four significant digits (ncu's 796.3199999999999 µs reads 796.3)."""
+    return f"{value:.4g}" if isinstance(value, float) else value
 
 
 def _environment(data: RunData) -> list[tuple[str, str]]:
