@@ -120,6 +120,8 @@ class EvaluationResult(BaseModel):
     hints: list[str] = Field(default_factory=list, description="where the evidence points (check.failure_hints)")
     environment: Environment
     overhead: Overhead
+    retried: str | None = Field(None, description="why this evaluation is a second one, on another worker of the "
+                                "pool: the first worker died or was lost mid-evaluation (what it measured is dropped)")
 
 
 def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
@@ -172,6 +174,7 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
             if on_case is not None:
                 on_case(index + 1, len(cases), result.cases[-1])
         env.clocks_after = read_clocks()
+    _keep_largest_maps(result.cases)
     result.correct = bool(result.cases) and all(c.passed for c in result.cases)
     failed = next((c for c in result.cases if not c.passed), None)
     if failed:
@@ -190,6 +193,16 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
     return result
 
 
+def _keep_largest_maps(cases: list[CaseResult]) -> None:
+    """Mismatch maps for the MAX_MAPS largest failing outputs only (ties: the earlier case): a kernel wrong
+    everywhere would otherwise fill its record with near-identical maps, and a large output's map shows most."""
+    mapped = [o for case in cases for o in case.outputs if o.mismatch_map is not None]
+    kept = {id(o) for o in sorted(mapped, key=lambda o: -o.elements)[:MAX_MAPS]}  # sorted() is stable
+    for output in mapped:
+        if id(output) not in kept:
+            output.mismatch_map = None
+
+
 def compile_budget(left_s: float) -> float:
     """Seconds a compile may take with ``left_s`` of the budget left: no more than the compiler's default."""
     from harness_tools.compile.child import DEFAULT_TIMEOUT_S
@@ -198,6 +211,7 @@ def compile_budget(left_s: float) -> float:
 
 
 MIN_CASE_S = 0.1  # a case (or compile) with less of the budget left is not started
+MAX_MAPS = 4  # failing outputs per evaluation that keep their mismatch map (_keep_largest_maps)
 
 
 class _CaseRunner:

@@ -11,6 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from cudaopt_mcp.report.run_reading import RunData
+from harness_tools.check.mismatch_map import MismatchMap
 
 MAX_PANELS = 6
 
@@ -42,14 +43,14 @@ def mismatch_figure(panels: list[tuple[str, dict]]) -> Figure | None:
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
     image = None
     for ax, (title, output) in zip(axes, panels):
-        grid = output["mismatch_map"]
-        wrong = np.asarray(grid["mismatches"], dtype=float)
-        nonfinite = np.asarray(grid.get("nonfinite") or np.zeros_like(wrong), dtype=float)
-        elements = np.maximum(np.asarray(grid.get("elements") or np.ones_like(wrong), dtype=float), 1)
+        grid = MismatchMap.model_validate(output["mismatch_map"])  # its rows are stored as lines of counts
+        wrong = np.asarray(grid.mismatches, dtype=float)
+        nonfinite = np.asarray(grid.nonfinite, dtype=float)
+        elements = np.maximum(np.asarray(grid.elements, dtype=float), 1)
         # a NaN or Inf where the reference is finite is also outside tolerance: it is in `mismatches` too
         image = ax.imshow(np.minimum(wrong / elements, 1.0), cmap="Reds", vmin=0, vmax=1, origin="upper", aspect="auto",
                           interpolation="nearest")
-        view = grid.get("view_shape") or [None, None]
+        view = grid.view_shape
         ax.set_xlabel(f"columns (last dimension, {view[1]}), {wrong.shape[1]} bins")
         ax.set_ylabel(f"rows ({view[0]}), {wrong.shape[0]} bins")
         first = output.get("first_mismatch") or {}

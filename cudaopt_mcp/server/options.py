@@ -21,10 +21,24 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
     parser.add_argument("--results", type=Path, default=Path("results"), help="run folders live here (default ./results)")
     parser.add_argument("--backend", choices=available_backends(), help="default: cuda if a GPU is present, else cpu")
+    parser.add_argument("--workers", type=_at_least_one, metavar="N",
+                        help="evaluation workers: concurrent evaluate calls run on different ones, one candidate each "
+                             "(default: one per visible GPU on cuda, each pinned to its GPU; one on cpu)")
     parser.add_argument("--task-root", type=Path, action="append", default=[], metavar="DIR",
                         help="folder whose task folders HTTP clients may load (repeatable; stdio clients may load any)")
 
 
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 worker, got {value}")
+    return value
+
+
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     return ServerConfig(results_dir=args.results, backend=args.backend, transport=args.transport,
-                        task_roots=tuple(args.task_root), host=args.host, port=args.port)
+                        task_roots=tuple(args.task_root), host=args.host, port=args.port,
+                        workers=getattr(args, "workers", None))

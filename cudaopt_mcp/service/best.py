@@ -34,7 +34,6 @@ from cudaopt_mcp.service.export import export_best
 from cudaopt_mcp.service.runs import BestRecord, atomic_write
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import EvaluationConfig, EvaluationResult, backend_traits, evaluate
-from harness_tools.run.cancellation import acquired
 from harness_tools.run.scratch import scratch_dir
 from harness_tools.run.statistics import Interval, clearly_faster, median_interval, score_interval
 from harness_tools.run.timing import geomean
@@ -177,14 +176,14 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
     samples: dict[str, dict[str, list[float]]] = {cid: {} for cid in contenders}
     per_round: dict[str, list[float]] = {cid: [] for cid in contenders}
     order = list(contenders)
-    with acquired(state.engine_lock), scratch_dir("cudaopt-h2h-"):
+    with state.lease() as worker, scratch_dir("cudaopt-h2h-"):  # every contender on one GPU
         for r in range(ROUNDS):
             # reversing the order each round cancels a steady drift (clocks ramping, a neighbour leaving) that
             # would otherwise favour whoever is timed second: seen on the H200 with a fixed order
             for cid in order if r % 2 == 0 else reversed(order):
                 if cid == baseline_id and cid not in (best.candidate_id, offered.candidate_id) and r != ROUNDS // 2:
                     continue  # the baseline only gives the speed-up its like-for-like figure: one round, the middle
-                result = evaluate(task, contenders[cid], state.backend(), config)
+                result = evaluate(task, contenders[cid], worker.backend, config)
                 per_round[cid].append(result.score_ms or float("inf"))
                 for case in result.cases:
                     if case.timing is not None:

@@ -96,7 +96,7 @@ def compile_stored(state: ServerState, run_id: str, candidate_id: str, cand: Can
 
 def compile_for_task(state: ServerState, task: Task, cand: Candidate, timeout_s: float | None = None) -> CompileResult:
     """NVRTC for this server's GPU; needs no lock (the compile cache is shared by threads and processes)."""
-    arch = state.backend().device_info().arch
+    arch = state.device_info().arch
     if task.spec.size_defines:  # every case's compile at once (an evaluation then finds them all); the first's is the answer
         compiled = compile_variants(cand, task, task.spec.cases_for(["validation", "performance"], state.backend_name),
                                     arch, timeout_s)

@@ -2,7 +2,7 @@
 (no MCP here).
 
 Each step takes the run's lock for its whole duration, so two clients working on one run are
-serialised and lose nothing; the backend is additionally guarded by ``state.engine_lock``. Bad
+serialised and lose nothing; each evaluation holds one worker of the pool (``state.lease``). Bad
 arguments and unknown ids raise (:class:`~cudaopt_mcp.errors.StepRefused`, :class:`~cudaopt_mcp.errors.RunError`,
 :class:`~harness_tools.errors.HarnessError`); kernel failures are data in the returned models.
 
@@ -32,6 +32,7 @@ from cudaopt_mcp.service.best import offer as offer_best
 from cudaopt_mcp.service.cancelled import recorded_if_cancelled
 from cudaopt_mcp.service.candidates import build_candidate, compile_stored, load_candidate, register_candidate
 from cudaopt_mcp.service.kept_outputs import forget_passed_outputs, keep_outputs
+from cudaopt_mcp.service.pooled import evaluate_pooled
 from cudaopt_mcp.service.progress import Progress, no_progress
 from cudaopt_mcp.service.runs import atomic_write
 from cudaopt_mcp.service.state import ServerState
@@ -42,9 +43,7 @@ from harness_tools.evaluation import (
     EvaluationResult,
     check_memory,
     compile_budget,
-    evaluate,
 )
-from harness_tools.run.cancellation import acquired
 from harness_tools.run.scratch import scratch_dir
 
 Step = Literal["evaluate", "run", "time"]
@@ -66,7 +65,7 @@ def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: s
         roles = timing.roles or (["performance"] if step == "time" else task.spec.default_roles(state.backend_name))
         # a case too big for this machine is refused before anything is registered, compiled, drawn or allocated
         check_memory(task, task.spec.cases_for(roles, state.backend_name), state.backend_name,
-                     state.backend().device_info())
+                     state.device_info())
         if candidate_id is not None:
             cand = load_candidate(state, run_id, candidate_id)
         else:
@@ -106,12 +105,13 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
             n_cases = len(task.spec.cases_for(roles, state.backend_name))
             config = config.model_copy(update={"roles": list(roles), "outputs_dir": str(scratch),
                                                "timeout_s": max(left, MIN_CASE_S)})
-            progress(1.5, 4, f"queued: waiting for the {state.backend_name} backend (another call is using it)")
-            with acquired(state.engine_lock):
-                progress(2, 4, f"running {n_cases} {'/'.join(roles)} case(s) on {state.backend_name}")
-                result = evaluate(task, cand, state.backend(), config,
-                                  on_case=lambda done, total, case: progress(
-                                      2 + done / max(total, 1), 4, f"case {case.name}: {case.status} ({done}/{total})"))
+            result = evaluate_pooled(
+                state, task, cand, config,
+                on_case=lambda done, total, case: progress(2 + done / max(total, 1), 4,
+                                                           f"case {case.name}: {case.status} ({done}/{total})"),
+                on_wait=lambda: progress(1.5, 4, f"queued: waiting for a {state.backend_name} worker (every one is "
+                                                 "busy with another call)"),
+                on_start=lambda: progress(2, 4, f"running {n_cases} {'/'.join(roles)} case(s) on {state.backend_name}"))
             progress(3, 4, "storing results")
             kept = keep_outputs(result, scratch, folder, store.run_dir(run_id))
             if step == "run":

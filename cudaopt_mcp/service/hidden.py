@@ -14,13 +14,13 @@ import json
 import time
 
 from cudaopt_mcp.api import HiddenVerdict
+from cudaopt_mcp.service.pooled import evaluate_pooled
 from cudaopt_mcp.service.runs import ARTIFACT, atomic_write
 from cudaopt_mcp.service.state import ServerState
-from harness_tools import Candidate, EvaluationConfig, Task, evaluate
+from harness_tools import Candidate, EvaluationConfig, Task
 from harness_tools.check.hidden_shapes import HiddenShape, hidden_shapes, hidden_task
 from harness_tools.errors import BackendError
 from harness_tools.evaluation import EvaluationResult, check_memory
-from harness_tools.run.cancellation import acquired
 
 PRIVATE_RECORD = ".hidden-check.json"
 assert not ARTIFACT.match(PRIVATE_RECORD), "the private record must not be a servable artifact name"
@@ -39,8 +39,7 @@ def check_hidden(state: ServerState, run_id: str, task: Task, candidate: Candida
     result = None
     if runnable:
         config = EvaluationConfig(timing=None, roles=["validation"], timeout_s=timeout_s)
-        with acquired(state.engine_lock):
-            result = evaluate(hidden_task(task, runnable), candidate, state.backend(), config)
+        result = evaluate_pooled(state, hidden_task(task, runnable), candidate, config)
     verdict = _verdict(runnable, too_big, result)
     _store(state, run_id, candidate_id, verdict, runnable, too_big, result)
     return verdict
@@ -48,7 +47,7 @@ def check_hidden(state: ServerState, run_id: str, task: Task, candidate: Candida
 
 def _fitting(state: ServerState, task: Task, shapes: list[HiddenShape]) -> tuple[list[HiddenShape], list[HiddenShape]]:
     """(cases that fit this machine, cases that do not): a hidden case the user cannot run blocks nothing."""
-    device = state.backend().device_info()
+    device = state.device_info()
     fits, too_big = [], []
     for shape in shapes:
         try:

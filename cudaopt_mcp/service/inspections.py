@@ -20,7 +20,6 @@ from cudaopt_mcp.service.state import ServerState
 from harness_tools import backend_traits, profile_candidate, sanitize_candidate
 from harness_tools.inspect.profile import ProfileResult
 from harness_tools.inspect.sanitize import SanitizeResult, SanitizerTool
-from harness_tools.run.cancellation import acquired
 from harness_tools.run.scratch import scratch_dir
 
 PROFILE_FILES = ("profile.ncu-rep", "profile.raw.csv", "profile.details.csv", "ncu.log")
@@ -42,8 +41,8 @@ def profile_step(state: ServerState, run_id: str, candidate_id: str, case: str |
         folder = store.candidate_dir(run_id, candidate_id)
         progress(1, 3, f"profiling {candidate_id} with Nsight Compute")
         with (state.working(run_id, candidate_id), recorded_if_cancelled(state, run_id, candidate_id, "profile", False),
-              acquired(state.engine_lock), scratch_dir("cudaopt-profile-") as scratch):
-            arch = state.backend().device_info().arch
+              state.exclusive() as worker, scratch_dir("cudaopt-profile-") as scratch):
+            arch = worker.info.arch
             result = profile_candidate(task, cand, arch, scratch, case_name=case, timeout_s=timeout_s)
             for name in PROFILE_FILES:
                 if (scratch / name).is_file():
@@ -75,8 +74,8 @@ def sanitize_step(state: ServerState, run_id: str, candidate_id: str, tools: lis
         folder = store.candidate_dir(run_id, candidate_id)
         progress(1, 3, f"sanitizing {candidate_id} on {state.backend_name}")
         with (state.working(run_id, candidate_id), recorded_if_cancelled(state, run_id, candidate_id, "sanitize", False),
-              acquired(state.engine_lock), scratch_dir("cudaopt-sanitize-") as scratch):
-            result = sanitize_candidate(task, cand, state.backend(), scratch, tools=tools, case_names=cases,
+              state.exclusive() as worker, scratch_dir("cudaopt-sanitize-") as scratch):
+            result = sanitize_candidate(task, cand, worker.backend, scratch, tools=tools, case_names=cases,
                                         timeout_s=timeout_s)
             for log in scratch.glob("*.log"):  # compute-sanitizer's logs; the cpu checks write none
                 shutil.move(str(log), folder / f"sanitize-{log.name}")

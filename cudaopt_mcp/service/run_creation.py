@@ -34,8 +34,9 @@ def create_run(state: ServerState, task: str | None, spec: dict[str, Any] | None
             loaded = _named_task(state, task or "")
             origin = task if task in bundled_task_names() else str(loaded.folder)
         record = state.store.create_run(loaded, origin, state.backend_name, max_candidates)
+        summary = S.task_summary(loaded, record.run_id)  # while an inline task's folder still exists
     return CreateRunOutput(
-        run_id=record.run_id, backend=record.backend, task=S.task_summary(loaded, record.run_id),
+        run_id=record.run_id, backend=record.backend, task=summary,
         next_step=f"evaluate(run_id='{record.run_id}') with no source measures the task's baseline; then evaluate "
                   "your own kernels (source + launch) and compare against it",
     )

@@ -1,9 +1,10 @@
-"""What one MCP server process owns: its configuration, the run store and ONE execution backend.
+"""What one MCP server process owns: its configuration, the run store and one pool of execution backends.
 
-The backend (and with it the worker process that alone owns a device context) is created lazily on
-the first call that needs it and closed when the server shuts down. Engine calls block, so tools run
-them in worker threads; :attr:`ServerState.engine_lock` makes sure only one thread talks to the
-backend at a time (one worker per GPU), and :meth:`RunStore.locked` serialises calls on one run.
+The pool (:mod:`harness_tools.backends.pool`: one worker per visible GPU by default, each the only process
+with a context on its device) starts on the first call that needs it and closes when the server shuts down.
+Engine calls block, so tools run them in worker threads; each leases one worker for a whole candidate
+(:meth:`ServerState.lease`), profilers and sanitizers take the pool to themselves (:meth:`ServerState.exclusive`),
+and :meth:`RunStore.locked` serialises calls on one run.
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from cudaopt_mcp.service.runs import RunStore
 from harness_tools import TimingPlan, available_backends, backend_traits, create_backend
-from harness_tools.backends import ExecutionBackend
+from harness_tools.backends.contract import DeviceInfo
+from harness_tools.backends.pool import BackendPool, PoolMember
 from harness_tools.errors import BackendError
 
 log = logging.getLogger("cudaopt.mcp")
@@ -37,6 +39,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     sure_gain: float | None = None  # None: the backend's (BackendTraits.sure_gain); service.best skips its head-to-head beyond it
+    workers: int | None = None  # None: one per visible GPU on cuda, one on cpu
 
     @property
     def trusted_client(self) -> bool:
@@ -55,12 +58,29 @@ def default_backend_name() -> str:
     raise BackendError("no NVIDIA GPU found on this machine and no CPU backend is installed")
 
 
+def worker_pins(backend: str, workers: int | None) -> list[str | None]:
+    """One entry per worker: on cuda the GPU each is pinned to (every visible one unless ``workers`` says
+    fewer); on cpu ``workers`` unpinned workers (default one: a cpu kernel already uses every core)."""
+    if workers is not None and workers < 1:
+        raise BackendError(f"workers must be at least 1, got {workers}")
+    if backend != "cuda":
+        return [None] * (workers or 1)
+    from harness_tools.backends.cuda.backend import visible_gpus
+
+    gpus = visible_gpus()
+    if len(gpus) <= 1 and not workers:
+        return [None]  # one GPU: the worker sees what the server sees, as before pools
+    if workers and workers > len(gpus):
+        raise BackendError(f"{workers} workers asked for but {len(gpus)} GPU(s) visible ({', '.join(gpus) or 'none'}): "
+                           "one worker per GPU")
+    return list(gpus[:workers] if workers else gpus)
+
+
 @dataclass
 class ServerState:
     config: ServerConfig
     store: RunStore
-    engine_lock: threading.Lock = field(default_factory=threading.Lock)
-    _backend: ExecutionBackend | None = None
+    _pool: BackendPool | None = None
     _backend_name: str | None = None
     _backend_guard: threading.Lock = field(default_factory=threading.Lock)
     _active: set[tuple[str, str]] = field(default_factory=set)
@@ -78,21 +98,39 @@ class ServerState:
                 self._backend_name = self.config.backend or default_backend_name()
             return self._backend_name
 
-    def backend(self) -> ExecutionBackend:
-        """The one backend of this server, started on first use (raises BackendError when unusable)."""
+    def pool(self) -> BackendPool:
+        """The server's workers, started on first use (raises BackendError when none can start)."""
         name = self.backend_name
         with self._backend_guard:
-            if self._backend is None:
-                log.info("starting the %s backend", name)
-                self._backend = create_backend(name)
-            return self._backend
+            if self._pool is None:
+                pins = worker_pins(name, self.config.workers)
+                log.info("starting the %s backend: %d worker(s)", name, len(pins))
+                self._pool = BackendPool(lambda pin: create_backend(name, **({"pin": pin} if pin else {})), pins)
+            return self._pool
+
+    def device_info(self) -> DeviceInfo:
+        """The device every worker has (a pool holds one model)."""
+        return self.pool().device_info()
+
+    @contextlib.contextmanager
+    def lease(self, avoid: frozenset[int] = frozenset(), on_wait: Callable[[], None] | None = None
+              ) -> Iterator[PoolMember]:
+        """One worker for one candidate's evaluation, waiting (cancellably) while all are busy (``on_wait`` first)."""
+        with self.pool().lease(avoid, on_wait) as member:
+            yield member
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[PoolMember]:
+        """A worker while no other runs anything: for tools that start their own process on a GPU."""
+        with self.pool().exclusive() as member:
+            yield member
 
     def close(self) -> None:
         with self._backend_guard:
-            if self._backend is not None:
-                log.info("closing the %s backend", self._backend.name)
-                self._backend.close()
-                self._backend = None
+            if self._pool is not None:
+                log.info("closing the %s backend", self._backend_name)
+                self._pool.close()
+                self._pool = None
 
     # ---- defaults that depend on the backend ------------------------------------------------------
     def timing_plan(self, warmup: int | None, reps: int | None) -> TimingPlan:

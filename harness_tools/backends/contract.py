@@ -194,6 +194,10 @@ class DeviceInfo(BaseModel):
     max_shared_per_block_optin: int | None = None
     driver_version: str | None = None
     bindings_version: str | None = None
+    uuid: str | None = Field(None, description="the GPU's UUID as nvidia-smi prints it (GPU-...); None on the cpu backend")
+    pinned_to: str | None = Field(None, description="the host GPU the worker was pinned to (its CUDA_VISIBLE_DEVICES "
+                                  "entry); None: it saw what the server saw")
+    pool_slot: int | None = Field(None, description="which worker of the server's pool measured (0-based); None: no pool")
     timing_floor_ms: float | None = Field(
         None, description="median event time of an empty kernel, timed exactly as candidates are: the launch and event "
         "overhead inside every timing on this device (Nsight Compute's kernel duration excludes it)")

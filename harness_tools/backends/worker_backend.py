@@ -33,6 +33,11 @@ class WorkerBackend:
     def device_info(self) -> DeviceInfo:
         return self._info
 
+    @property
+    def worker_pid(self) -> int | None:
+        """The worker process while it runs; None between a death and the next request's restart."""
+        return self._worker.pid
+
     def run_case(self, request: CaseRequest, timeout_s: float) -> CaseRun:
         return self.forward(request, timeout_s)
 

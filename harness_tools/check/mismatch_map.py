@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer, field_validator
 
 from harness_tools.backends.contract import BinGrid
 
@@ -26,7 +26,10 @@ MAX_ROW_BINS = 256  # across a single row
 
 
 class MismatchMap(BaseModel):
-    """Per-bin counts of a failing output (OutputComparison.mismatch_map); each list is ``rows`` lists of ``cols``."""
+    """Per-bin counts of a failing output (OutputComparison.mismatch_map); each list is ``rows`` lists of ``cols``.
+
+    Stored with one line of space-separated counts per bin row (``"0 0 3 1 …"``): as nested JSON lists three
+    32 × 32 maps took some 60,000 characters of an indented record, more than a client reads at once."""
 
     rows: int = Field(description="bins down the view (at most 32)")
     cols: int = Field(description="bins across the view (at most 32, or 256 for a single-row view)")
@@ -35,6 +38,17 @@ class MismatchMap(BaseModel):
     mismatches: list[list[int]] = Field(description="elements outside tolerance (NaN and Inf included), per bin")
     nonfinite: list[list[int]] = Field(description="NaN or Inf where the reference is finite, per bin")
     elements: list[list[int]] = Field(description="elements per bin")
+
+    @field_validator("mismatches", "nonfinite", "elements", mode="before")
+    @classmethod
+    def _rows_from_text(cls, rows: object) -> object:
+        if isinstance(rows, list):
+            return [[int(x) for x in row.split()] if isinstance(row, str) else row for row in rows]
+        return rows
+
+    @field_serializer("mismatches", "nonfinite", "elements")
+    def _rows_as_text(self, rows: list[list[int]]) -> list[str]:
+        return [" ".join(map(str, row)) for row in rows]
 
 
 def bin_grid(shape: Sequence[int]) -> BinGrid:

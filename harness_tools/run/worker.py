@@ -50,6 +50,11 @@ class Worker:
         self.restarts = 0
 
     @property
+    def pid(self) -> int | None:
+        """The worker's process (the jail's, when jailed: ending it ends the worker) while it runs."""
+        return self._process.pid if self.alive else None
+
+    @property
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 

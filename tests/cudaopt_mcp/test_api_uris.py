@@ -14,7 +14,8 @@ from cudaopt_mcp.service.state import ServerConfig
 
 # the api's families, registered as pages, parts and one template per file suffix (api_pages)
 TEMPLATES = {api.RUN_TEMPLATE, api.HISTORY_TEMPLATE + "{?page}", api.RUNS_URI + "{?cursor}",
-             api.OUTPUT_TEMPLATE + "{?part}", api.OUTPUT_TEMPLATE + "/summary", api_pages.BUNDLED_TASK_TEMPLATE}
+             api.OUTPUT_TEMPLATE + "{?part}", api.OUTPUT_TEMPLATE + "/summary", api_pages.BUNDLED_TASK_TEMPLATE,
+             api_pages.REPORT_PARTS_TEMPLATE, api.REPORT_MARKDOWN_TEMPLATE}
 TEMPLATES |= {api_pages.typed_template(family, suffix) for family, suffixes in api_pages.FILE_FAMILIES.items()
               for suffix in (*suffixes, None) if suffix or family != api.BEST_EXPORT_TEMPLATE}
 BOTH = ["validation", "performance"]
@@ -64,4 +65,5 @@ def test_every_api_uri_resolves_through_the_server(tmp_path, small_task):
                 assert (await read(c, api.best_export_uri(run_id, name))).text, name
             assert (await read(c, api.output_uri(run_id, cid, case, "out"))).blob  # .npy bytes, base64
             assert json.loads((await read(c, api_pages.BUNDLED_TASK_TEMPLATE.format(task="transpose"))).text)["name"]
+            assert (await read(c, api.REPORT_MARKDOWN_TEMPLATE.format(run_id=run_id))).text.startswith(f"# {run_id}")
     anyio.run(main)

@@ -119,6 +119,16 @@ class CudaExecutor:
         log.debug("peaks %.3f s", time.perf_counter() - started)
         return peaks
 
+    def _uuid(self) -> str | None:
+        """GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, as nvidia-smi -L prints it; None if the driver will not say."""
+        try:
+            raw = bytes(_ok(cu.cuDeviceGetUuid(self.device), "cuDeviceGetUuid").bytes)[:16]
+        except Exception:  # an identity is a label on the record: its absence must not stop the worker
+            log.warning("cuDeviceGetUuid failed", exc_info=True)
+            return None
+        text = raw.hex()
+        return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
     def _attr(self, attribute) -> int:
         return int(_ok(cu.cuDeviceGetAttribute(attribute, self.device), "cuDeviceGetAttribute"))
 
@@ -142,6 +152,7 @@ class CudaExecutor:
                                      - self.reference_budget),
             "max_shared_per_block_optin": self.shared_optin,
             "driver_version": f"{driver // 1000}.{driver % 1000 // 10}", "bindings_version": bindings_version,
+            "uuid": self._uuid(),
             "timing_floor_ms": self.timing_floor_ms,
             "peak_copy_gbps": self.peaks.copy_gbps, "peak_fp32_tflops": self.peaks.fp32_tflops,
         }
