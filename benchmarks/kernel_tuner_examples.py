@@ -136,7 +136,8 @@ def run_kt(example: str, configs: list[dict], out: Path, phase: str, seed: int, 
 def run_cudaopt(example: str, n: int, out: Path, phase: str, seed: int) -> dict:
     results = out / "results" / f"{example}-{phase}"
     cmd = [sys.executable, "-m", "cudaopt_mcp.cli", "optimize", f"examples/{example}", "--proposer", "tuner",
-           "--max-iterations", str(n), "--seed", str(seed), "--results", str(results), "--json", "--no-confirm"]
+           "--max-iterations", str(n), "--seed", str(seed), "--results", str(results), "--json", "--no-confirm",
+           "--no-report"]  # Kernel Tuner writes no report: the page is not part of tuning
     env = {**os.environ, "OPENAI_API_KEY": "", "CUDAOPT_CUBIN_CACHE": str(out / "cache" / f"cubin_{example}")}
     started, started_epoch = time.perf_counter(), time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, check=False)

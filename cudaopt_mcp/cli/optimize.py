@@ -43,6 +43,10 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
     parser.add_argument("--ahead", type=int, metavar="N",
                         help="with compile-ahead: candidates chosen and compiled ahead, in parallel (default: the "
                              "host's cores, at most 4); the tuner counts the ones in flight as poor (TPE's constant liar)")
+    parser.add_argument("--parallel", type=int, metavar="N",
+                        help="candidates evaluated at once, each on its own worker (the tuner chooses them ahead; the "
+                             "server started here gets N workers; default: one per visible GPU, 1 on cpu or with "
+                             "--server)")
     parser.add_argument("--profile-every", type=int, metavar="N",
                         help="cuda: profile the best (Nsight Compute) every N iterations; default: after each improvement "
                              "(llm) or never (tuner); 0: never. The summary goes into the LLM's feedback")
@@ -69,6 +73,14 @@ def run_optimize(args: argparse.Namespace) -> int:
     if args.ahead is not None and not 1 <= args.ahead <= 32:
         print(f"cudaopt: error: --ahead must be between 1 and 32, got {args.ahead}", file=sys.stderr)
         return 2
+    if args.parallel is not None and not 1 <= args.parallel <= 64:
+        print(f"cudaopt: error: --parallel must be between 1 and 64, got {args.parallel}", file=sys.stderr)
+        return 2
+    parallel = args.parallel or _default_parallel(args)
+    too_many = _more_than_gpus(args, parallel)
+    if too_many:
+        print(f"cudaopt: error: {too_many}", file=sys.stderr)
+        return 2
     name, why = choose(args.proposer)
     settings = ProposerSettings(model=args.model, base_url=args.base_url, request_timeout_s=args.request_timeout,
                                 reasoning_effort=None if args.reasoning_effort == "none" else args.reasoning_effort,
@@ -80,12 +92,13 @@ def run_optimize(args: argparse.Namespace) -> int:
                         time_budget_s=args.time_budget, seed=args.seed, results=args.results,
                         confirm=not args.no_confirm, warmup=args.warmup, reps=args.reps,
                         compile_ahead={"auto": None, "on": True, "off": False}[args.compile_ahead],
-                        ahead=args.ahead,
+                        ahead=args.ahead, parallel=parallel,
                         # the tuner does not read profiles: it profiles only when asked
                         profile_every=0 if args.profile_every is None and name == "tuner" else args.profile_every)
 
     async def main() -> LoopSummary:
-        async with open_session(args.server, args.results, args.backend) as session:
+        workers = parallel if parallel > 1 and not args.server else None
+        async with open_session(args.server, args.results, args.backend, workers) as session:
             summary = await optimise(session, proposer, config, terminal)
             if args.server and args.report:  # the run folder is the server's: its report comes over MCP
                 await _remote_report(session, summary.run_id, args.results)
@@ -109,6 +122,28 @@ def run_optimize(args: argparse.Namespace) -> int:
         print(final_table(summary))
     sys.stdout.flush()
     return 0 if summary.found_correct else 1
+
+
+def _default_parallel(args: argparse.Namespace) -> int:
+    """One evaluation per visible GPU when this command starts the server on a GPU host; else one."""
+    if args.server or args.backend == "cpu":
+        return 1
+    from harness_tools.backends.cuda.backend import gpu_present, visible_gpus
+
+    return max(1, len(visible_gpus())) if gpu_present() else 1
+
+
+def _more_than_gpus(args: argparse.Namespace, parallel: int) -> str | None:
+    """Two workers on one GPU would time each other's kernels: on a GPU host at most one per GPU."""
+    if parallel == 1 or args.server or args.backend == "cpu":
+        return None
+    from harness_tools.backends.cuda.backend import gpu_present, visible_gpus
+
+    gpus = visible_gpus() if gpu_present() else []
+    if gpus and parallel > len(gpus):
+        return (f"--parallel {parallel} needs {parallel} GPUs, {len(gpus)} visible ({', '.join(gpus)}): one worker per "
+                "GPU, as two on one would time each other's kernels")
+    return None
 
 
 async def _remote_report(session, run_id: str, results: Path) -> None:

@@ -63,9 +63,10 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
             if config.time_budget_s is not None and time.monotonic() - started > config.time_budget_s:
                 stopped = f"time budget of {config.time_budget_s:g} s used"
                 break
+            entry = None
             if iteration in ahead:
                 entry = ahead.pop(iteration)
-                await entry.compiled.wait()  # else its evaluate would compile it a second time
+                await entry.compiled.wait()  # else its evaluate would compile it a second time (or: evaluated)
                 proposal = entry.proposal
             else:
                 terminal.proposing(iteration)
@@ -83,9 +84,16 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
                         context = await _context(session, proposer, config, run_id, backend, task, following,
                                                  attempts, run_dir)
                         ahead[following] = await _propose_ahead(proposer, context)  # one at a time: not thread-safe
-                        compiles.start_soon(_compile_ahead, session, run_id, ahead[following])
-                attempt = await _evaluate(session, run_id, proposal, iteration, seed, terminal,
-                                          timing=_search_timing(config, backend))
+                        if following < iteration + config.parallel:  # within the evaluations in flight
+                            compiles.start_soon(_evaluate_ahead, session, run_id, ahead[following], following, seed,
+                                                terminal, _search_timing(config, backend))
+                        else:
+                            compiles.start_soon(_compile_ahead, session, run_id, ahead[following])
+                if entry is not None and entry.attempt is not None:
+                    attempt = entry.attempt
+                else:
+                    attempt = await _evaluate(session, run_id, proposal, iteration, seed, terminal,
+                                              timing=_search_timing(config, backend))
             attempts.append(attempt)
             proposer.observe(attempt)
             _journal(run_dir, attempt)
@@ -127,11 +135,15 @@ def _with_hints(failure: str | None, hints: list[str] | None) -> str | None:
 @dataclass
 class _Ahead:
     proposal: Proposal | NoProposal
-    compiled: anyio.Event = field(default_factory=anyio.Event)
+    compiled: anyio.Event = field(default_factory=anyio.Event)  # set when compiled, or when evaluated
+    attempt: Attempt | None = None  # its evaluation, when it was evaluated ahead (--parallel)
 
 
 def _ahead_depth(config: LoopConfig, backend: str) -> int:
-    """Candidates chosen and compiled ahead: none unless compile-ahead is on (by default on GPU backends only)."""
+    """Candidates chosen ahead: with --parallel N the N - 1 evaluated beside the current one (each evaluation
+    compiles its own); else those compiled ahead when compile-ahead is on (by default on GPU backends only)."""
+    if config.parallel > 1:
+        return config.parallel - 1
     on = config.compile_ahead if config.compile_ahead is not None else backend != "cpu"
     if not on:
         return 0
@@ -140,6 +152,17 @@ def _ahead_depth(config: LoopConfig, backend: str) -> int:
 
 async def _propose_ahead(proposer: ProposesAhead, context: ProposalContext) -> _Ahead:
     return _Ahead(await anyio.to_thread.run_sync(proposer.propose_ahead, context))
+
+
+async def _evaluate_ahead(session: Session, run_id: str, entry: _Ahead, iteration: int, seed: int, terminal: Terminal,
+                          timing: dict[str, int]) -> None:
+    """Evaluate a candidate chosen ahead while the current one is evaluated (the server runs each on a worker of
+    its pool); its iteration then takes the attempt instead of evaluating."""
+    try:
+        if isinstance(entry.proposal, Proposal):
+            entry.attempt = await _evaluate(session, run_id, entry.proposal, iteration, seed, terminal, timing=timing)
+    finally:
+        entry.compiled.set()
 
 
 async def _compile_ahead(session: Session, run_id: str, entry: _Ahead) -> None:

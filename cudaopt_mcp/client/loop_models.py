@@ -27,6 +27,8 @@ class LoopConfig(BaseModel):
     ahead: int | None = Field(None, ge=1, le=32, description="how many candidates are chosen and compiled ahead "
                               "(compiles run in parallel on the server's compiler pool); None: the host's cores, "
                               "at most 4")
+    parallel: int = Field(1, ge=1, le=64, description="evaluations in flight at once (a ProposesAhead proposer's "
+                          "next candidates, chosen ahead); the server runs each on a worker of its pool")
     profile_every: int | None = Field(None, ge=0, description="profile the best every N iterations when it changed "
                                                                "(None: after each improvement; 0: never; cuda only)")
 

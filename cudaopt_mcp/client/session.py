@@ -80,9 +80,10 @@ class Session:
 
 
 @contextlib.asynccontextmanager
-async def open_session(server_url: str | None, results: Path, backend: str | None) -> AsyncIterator[Session]:
+async def open_session(server_url: str | None, results: Path, backend: str | None,
+                       workers: int | None = None) -> AsyncIterator[Session]:
     """Connect to ``server_url`` (streamable HTTP; a bearer token from $CUDAOPT_MCP_TOKEN when set), or
-    start ``cudaopt-mcp`` over stdio with this interpreter, the given results folder and backend."""
+    start ``cudaopt-mcp`` over stdio with this interpreter, the given results folder, backend and workers."""
     if server_url:
         token = os.environ.get("CUDAOPT_MCP_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -93,7 +94,8 @@ async def open_session(server_url: str | None, results: Path, backend: str | Non
         except (httpx2.HTTPError, OSError) as exc:
             raise SessionError(f"cannot reach the MCP server at {server_url}: {exc}") from exc
         return
-    args = ["-m", SERVER_MODULE, "--results", str(results)] + (["--backend", backend] if backend else [])
+    args = ["-m", SERVER_MODULE, "--results", str(results)] + (["--backend", backend] if backend else []) + \
+        (["--workers", str(workers)] if workers else [])
     # The SDK hands a stdio server only a minimal environment: pass ours (PYTHONPATH, caches, CUDA settings).
     params = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
     async with Client(params) as client:

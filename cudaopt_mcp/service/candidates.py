@@ -88,7 +88,7 @@ def load_candidate(state: ServerState, run_id: str, candidate_id: str) -> Candid
 
 def compile_stored(state: ServerState, run_id: str, candidate_id: str, cand: Candidate,
              timeout_s: float | None = None) -> CompileResult:
-    """Compile a registered candidate and keep the record (under the run's lock)."""
+    """Compile a registered candidate and keep the record (the caller has claimed it: ``state.working``)."""
     result = compile_for_task(state, state.store.task(run_id), cand, timeout_s)
     record_compile(state, run_id, candidate_id, result)
     return result

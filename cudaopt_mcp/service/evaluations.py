@@ -1,8 +1,9 @@
 """Evaluations of a candidate (evaluate, run, time, compare), as plain blocking functions over :class:`ServerState`
 (no MCP here).
 
-Each step takes the run's lock for its whole duration, so two clients working on one run are
-serialised and lose nothing; each evaluation holds one worker of the pool (``state.lease``). Bad
+A step takes the run's lock to register and claim its candidate, and again to store what it measured and
+update the run's best; compiling and running happen between, without it, on one worker of the pool
+(``state.lease``), so several candidates of one run evaluate at once and nothing is lost. Bad
 arguments and unknown ids raise (:class:`~cudaopt_mcp.errors.StepRefused`, :class:`~cudaopt_mcp.errors.RunError`,
 :class:`~harness_tools.errors.HarnessError`); kernel failures are data in the returned models.
 
@@ -64,14 +65,15 @@ def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: s
         task = store.task(run_id)
         roles = timing.roles or (["performance"] if step == "time" else task.spec.default_roles(state.backend_name))
         # a case too big for this machine is refused before anything is registered, compiled, drawn or allocated
-        check_memory(task, task.spec.cases_for(roles, state.backend_name), state.backend_name,
-                     state.device_info())
+        check_memory(task, task.spec.cases_for(roles, state.backend_name), state.backend_name, state.device_info())
         if candidate_id is not None:
             cand = load_candidate(state, run_id, candidate_id)
         else:
             cand = build_candidate(task, candidate)
             candidate_id, _ = register_candidate(state, run_id, task, cand, note, candidate.tunables)
-        with state.working(run_id, candidate_id), recorded_if_cancelled(state, run_id, candidate_id, step):
+    # compiling and running need no lock on the run: its other candidates evaluate meanwhile on other workers; one
+    # candidate is worked on by one call at a time (its records are one set), the next waits here
+    with state.claimed(run_id, candidate_id), recorded_if_cancelled(state, run_id, candidate_id, step):
             out = _execute(state, step, run_id, candidate_id, task, cand, roles, progress,
                            EvaluationConfig(seed=timing.seed, timeout_s=timing.timeout_s, roles=["validation"],
                                             timing=None if step == "run" else state.timing_plan(timing.warmup, timing.reps)))
@@ -82,7 +84,8 @@ def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: s
 
 def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, task: Task, cand: Candidate,
              roles: list[Role], progress: Progress, config: EvaluationConfig) -> EvaluateOutput:
-    """The body of a step, under the run's lock: compile, launch, store, update baseline/best, log."""
+    """The body of a step: compile and launch (no lock on the run), then, under its lock, store, update
+    baseline and best, log."""
     store = state.store
     progress(1, 4, f"compiling {candidate_id}")
     started = time.perf_counter()  # the budget (timeout_s) covers the compile and every case, not waiting for locks
@@ -113,12 +116,23 @@ def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, tas
                                                  "busy with another call)"),
                 on_start=lambda: progress(2, 4, f"running {n_cases} {'/'.join(roles)} case(s) on {state.backend_name}"))
             progress(3, 4, "storing results")
-            kept = keep_outputs(result, scratch, folder, store.run_dir(run_id))
-            if step == "run":
-                _strip_timing(result)
-            atomic_write(folder / RECORD[step], result.model_dump_json(indent=2))
+            with store.locked(run_id):  # what the run's other calls read: its best, history and kept outputs
+                return _store(state, step, run_id, candidate_id, task, cand, roles, config, result, scratch, out,
+                              validated_before)
     finally:
         marker.unlink(missing_ok=True)
+
+
+def _store(state: ServerState, step: Step, run_id: str, candidate_id: str, task: Task, cand: Candidate,
+           roles: list[Role], config: EvaluationConfig, result: EvaluationResult, scratch: Path, out: EvaluateOutput,
+           validated_before: bool) -> EvaluateOutput:
+    """Keep the step's outputs and record, update baseline and best, log (under the run's lock)."""
+    store = state.store
+    folder = store.candidate_dir(run_id, candidate_id)
+    kept = keep_outputs(result, scratch, folder, store.run_dir(run_id))
+    if step == "run":
+        _strip_timing(result)
+    atomic_write(folder / RECORD[step], result.model_dump_json(indent=2))
     _fill(out, result, kept, run_id, candidate_id, step, with_timing=step != "run")
     validated = validated_before or ("validation" in roles and result.correct)
     previous_best = store.best(run_id)

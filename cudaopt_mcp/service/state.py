@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from harness_tools import TimingPlan, available_backends, backend_traits, create
 from harness_tools.backends.contract import DeviceInfo
 from harness_tools.backends.pool import BackendPool, PoolMember
 from harness_tools.errors import BackendError
+from harness_tools.run import cancellation
 
 log = logging.getLogger("cudaopt.mcp")
 
@@ -83,8 +85,8 @@ class ServerState:
     _pool: BackendPool | None = None
     _backend_name: str | None = None
     _backend_guard: threading.Lock = field(default_factory=threading.Lock)
-    _active: set[tuple[str, str]] = field(default_factory=set)
-    _active_guard: threading.Lock = field(default_factory=threading.Lock)
+    _active: Counter[tuple[str, str]] = field(default_factory=Counter)  # calls working on each candidate
+    _active_guard: threading.Condition = field(default_factory=threading.Condition)
 
     @classmethod
     def open(cls, config: ServerConfig) -> ServerState:
@@ -143,13 +145,31 @@ class ServerState:
     def working(self, run_id: str, candidate_id: str) -> Iterator[None]:
         """Mark a candidate as in progress here (so a missing record reads 'evaluating', not 'interrupted')."""
         with self._active_guard:
-            self._active.add((run_id, candidate_id))
+            self._active[(run_id, candidate_id)] += 1
         try:
             yield
         finally:
             with self._active_guard:
-                self._active.discard((run_id, candidate_id))
+                self._active -= Counter({(run_id, candidate_id): 1})  # drops it at zero
+                self._active_guard.notify_all()
+
+    @contextlib.contextmanager
+    def claimed(self, run_id: str, candidate_id: str) -> Iterator[None]:
+        """:meth:`working`, after waiting (cancellably) while another call works on the candidate. Never call it
+        under the run's lock: the call it waits for needs that lock to finish."""
+        key = (run_id, candidate_id)
+        with self._active_guard:
+            while self._active[key] > 0:
+                self._active_guard.wait(cancellation.POLL_S)
+                cancellation.checkpoint()
+            self._active[key] += 1
+        try:
+            yield
+        finally:
+            with self._active_guard:
+                self._active -= Counter({key: 1})
+                self._active_guard.notify_all()
 
     def is_active(self, run_id: str, candidate_id: str) -> bool:
         with self._active_guard:
-            return (run_id, candidate_id) in self._active
+            return self._active[(run_id, candidate_id)] > 0

@@ -4,7 +4,7 @@ The output is seen as a matrix, its last dimension as columns and all the others
 (B·M, N), a 1-D output of n elements as (1, n), a scalar as (1, 1). That view is cut into at most 32 × 32 bins,
 or 1 × 256 when it is a single row, so a heatmap of it shows an unguarded edge, a shifted row or a wrong tile
 at a glance. Element (r, c) of an R × C view falls in bin (r·rows // R, c·cols // C): bins differ in size by at
-most one row or column, and ``elements`` holds each bin's size so a viewer can show fractions.
+most one row or column, and ``elements`` (computed, not stored) gives each bin's size so a viewer can show fractions.
 
 Only a failing output gets a map, binned in a second pass (:func:`harness_tools.check.compare.compare`): passing
 outputs pay nothing. The device's comparison bins the same way (``cudaopt_mismatch_map``, with the grid sent as
@@ -37,16 +37,21 @@ class MismatchMap(BaseModel):
                                                     "last, the last); (1, n) for a 1-D output")
     mismatches: list[list[int]] = Field(description="elements outside tolerance (NaN and Inf included), per bin")
     nonfinite: list[list[int]] = Field(description="NaN or Inf where the reference is finite, per bin")
-    elements: list[list[int]] = Field(description="elements per bin")
 
-    @field_validator("mismatches", "nonfinite", "elements", mode="before")
+    @property
+    def elements(self) -> list[list[int]]:
+        """Elements per bin (from the grid: not stored)."""
+        return _elements(BinGrid(view_rows=self.view_shape[0], view_cols=self.view_shape[1], rows=self.rows,
+                                 cols=self.cols))
+
+    @field_validator("mismatches", "nonfinite", mode="before")
     @classmethod
     def _rows_from_text(cls, rows: object) -> object:
         if isinstance(rows, list):
             return [[int(x) for x in row.split()] if isinstance(row, str) else row for row in rows]
         return rows
 
-    @field_serializer("mismatches", "nonfinite", "elements")
+    @field_serializer("mismatches", "nonfinite")
     def _rows_as_text(self, rows: list[list[int]]) -> list[str]:
         return [" ".join(map(str, row)) for row in rows]
 
@@ -64,7 +69,7 @@ def from_counts(grid: BinGrid, mismatches: Sequence[Sequence[int]], nonfinite: S
     """The map of per-bin counts (the device's, or :class:`BinCounter`'s)."""
     return MismatchMap(rows=grid.rows, cols=grid.cols, view_shape=(grid.view_rows, grid.view_cols),
                        mismatches=[[int(x) for x in row] for row in mismatches],
-                       nonfinite=[[int(x) for x in row] for row in nonfinite], elements=_elements(grid))
+                       nonfinite=[[int(x) for x in row] for row in nonfinite])
 
 
 class BinCounter:

@@ -251,9 +251,34 @@ def test_the_tuner_keeps_several_candidates_compiling_ahead(tmp_path):
     assert sorted(p.name for p in (run / "candidates").iterdir()) == sorted(a["candidate_id"] for a in summary["attempts"])
 
 
-def test_ahead_out_of_range_is_refused(tmp_path):
+def test_the_tuner_evaluates_several_candidates_at_once_on_the_servers_workers(tmp_path):
+    results = tmp_path / "results"
+    out = optimize("sgemm", "--proposer", "tuner", "--max-iterations", "8", "--results", str(results), "--json",
+                   "--no-confirm", "--parallel", "3", "--seed", "3")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    run = results / summary["run_id"]
+    tuned = [a for a in summary["attempts"] if a["iteration"] > 0]
+    assert [a["iteration"] for a in tuned] == list(range(1, 9)) and all(a["correct"] for a in tuned)
+    assert len(set(tunables_of(summary))) == 8  # three in flight at once, never the same point twice
+    slots = {json.loads((run / "candidates" / a["candidate_id"] / "evaluation.json").read_text())["environment"]
+             ["device"]["pool_slot"] for a in tuned}
+    # the pool hands out its first free worker: a later one measured only while an earlier one was busy
+    assert slots >= {0, 1}, slots
+    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    evaluated = [e["candidate_id"] for e in history if e.get("event") == "evaluate"]
+    assert sorted(evaluated) == sorted(a["candidate_id"] for a in summary["attempts"])  # each once, none lost
+    journal = [json.loads(line) for line in (run / "optimize.jsonl").read_text().splitlines()]
+    assert [j["iteration"] for j in journal if j.get("iteration")] == list(range(1, 9))
+    best = json.loads((run / "best.json").read_text())
+    assert best["score_ms"] == pytest.approx(min(a["score_ms"] for a in summary["attempts"] if a["correct"]), rel=0.2)
+
+
+def test_ahead_and_parallel_out_of_range_are_refused(tmp_path):
     out = optimize("sgemm", "--proposer", "tuner", "--ahead", "0", "--results", str(tmp_path / "r"))
     assert out.returncode == 2 and "--ahead must be between 1 and 32, got 0" in out.stderr
+    out = optimize("sgemm", "--proposer", "tuner", "--parallel", "0", "--results", str(tmp_path / "r"))
+    assert out.returncode == 2 and "--parallel must be between 1 and 64, got 0" in out.stderr
 
 
 def _copy_without(tmp_path: Path, task: str, drop: str | None = None, constraints: list[str] | None = None) -> Path:

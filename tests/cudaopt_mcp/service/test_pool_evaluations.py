@@ -103,3 +103,25 @@ def test_a_worker_killed_mid_evaluation_costs_one_retry_elsewhere_and_loses_noth
     assert victim.lost is None and state.pool().size == 2  # its worker restarts on the next request
     again = evaluations.execute_step(state, "evaluate", run_id, timing=VALIDATION)
     assert again.correct
+
+
+def test_candidates_of_one_run_evaluate_at_once_and_one_candidate_waits_for_itself(state):
+    run_id = run_creation.create_run(state, "reduce_sum", None, None, None).run_id
+    thread, box = _in_thread(state, run_id, slow_source())
+    _busy_member(state)
+    quick = evaluations.execute_step(state, "evaluate", run_id, timing=VALIDATION)  # the baseline, same run
+    assert thread.is_alive(), "the run's second candidate waited for its first: the run was locked throughout"
+    thread.join(300)
+    assert "error" not in box, box.get("error")
+    slow = box["out"]
+    assert quick.correct and slow.correct and quick.candidate_id != slow.candidate_id
+    # the same candidate twice at once: the second call waits for the first, then measures it again
+    again, twice = _in_thread(state, run_id, slow_source())
+    _busy_member(state)
+    second = evaluations.execute_step(state, "evaluate", run_id, timing=VALIDATION, candidate_id=slow.candidate_id)
+    assert not again.is_alive() or twice.get("out") is not None, "the second call did not wait for the first"
+    again.join(300)
+    assert twice["out"].candidate_id == second.candidate_id == slow.candidate_id and second.correct
+    history = [json.loads(line) for line in state.store.run_dir(run_id).joinpath("history.jsonl").read_text().splitlines()]
+    assert [h["candidate_id"] for h in history if h.get("event") == "evaluate"] == \
+        [quick.candidate_id, slow.candidate_id, slow.candidate_id, slow.candidate_id]
