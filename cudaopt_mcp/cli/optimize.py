@@ -47,6 +47,9 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
                         help="candidates evaluated at once, each on its own worker (the tuner chooses them ahead; the "
                              "server started here gets N workers; default: one per visible GPU, 1 on cpu or with "
                              "--server)")
+    parser.add_argument("--ray", metavar="ADDRESS",
+                        help="the server started here runs its workers as Ray actors of this cluster ('local': one "
+                             "started here; needs cudaopt[ray]); with --parallel N, N actors")
     parser.add_argument("--profile-every", type=int, metavar="N",
                         help="cuda: profile the best (Nsight Compute) every N iterations; default: after each improvement "
                              "(llm) or never (tuner); 0: never. The summary goes into the LLM's feedback")
@@ -97,8 +100,8 @@ def run_optimize(args: argparse.Namespace) -> int:
                         profile_every=0 if args.profile_every is None and name == "tuner" else args.profile_every)
 
     async def main() -> LoopSummary:
-        workers = parallel if parallel > 1 and not args.server else None
-        async with open_session(args.server, args.results, args.backend, workers) as session:
+        workers = parallel if (parallel > 1 or args.ray) and not args.server else None
+        async with open_session(args.server, args.results, args.backend, workers, args.ray) as session:
             summary = await optimise(session, proposer, config, terminal)
             if args.server and args.report:  # the run folder is the server's: its report comes over MCP
                 await _remote_report(session, summary.run_id, args.results)
@@ -126,7 +129,7 @@ def run_optimize(args: argparse.Namespace) -> int:
 
 def _default_parallel(args: argparse.Namespace) -> int:
     """One evaluation per visible GPU when this command starts the server on a GPU host; else one."""
-    if args.server or args.backend == "cpu":
+    if args.server or args.backend == "cpu" or args.ray:
         return 1
     from harness_tools.backends.cuda.backend import gpu_present, visible_gpus
 
@@ -135,7 +138,7 @@ def _default_parallel(args: argparse.Namespace) -> int:
 
 def _more_than_gpus(args: argparse.Namespace, parallel: int) -> str | None:
     """Two workers on one GPU would time each other's kernels: on a GPU host at most one per GPU."""
-    if parallel == 1 or args.server or args.backend == "cpu":
+    if parallel == 1 or args.server or args.backend == "cpu" or args.ray:
         return None
     from harness_tools.backends.cuda.backend import gpu_present, visible_gpus
 

@@ -81,7 +81,7 @@ class Session:
 
 @contextlib.asynccontextmanager
 async def open_session(server_url: str | None, results: Path, backend: str | None,
-                       workers: int | None = None) -> AsyncIterator[Session]:
+                       workers: int | None = None, ray: str | None = None) -> AsyncIterator[Session]:
     """Connect to ``server_url`` (streamable HTTP; a bearer token from $CUDAOPT_MCP_TOKEN when set), or
     start ``cudaopt-mcp`` over stdio with this interpreter, the given results folder, backend and workers."""
     if server_url:
@@ -95,7 +95,7 @@ async def open_session(server_url: str | None, results: Path, backend: str | Non
             raise SessionError(f"cannot reach the MCP server at {server_url}: {exc}") from exc
         return
     args = ["-m", SERVER_MODULE, "--results", str(results)] + (["--backend", backend] if backend else []) + \
-        (["--workers", str(workers)] if workers else [])
+        (["--workers", str(workers)] if workers else []) + (["--ray", ray] if ray else [])
     # The SDK hands a stdio server only a minimal environment: pass ours (PYTHONPATH, caches, CUDA settings).
     params = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
     async with Client(params) as client:

@@ -24,6 +24,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=_at_least_one, metavar="N",
                         help="evaluation workers: concurrent evaluate calls run on different ones, one candidate each "
                              "(default: one per visible GPU on cuda, each pinned to its GPU; one on cpu)")
+    parser.add_argument("--ray", metavar="ADDRESS",
+                        help="workers as Ray actors of this cluster, one GPU each (or one CPU on the cpu backend); "
+                             "'auto' joins the local node's cluster, 'local' starts one here (needs cudaopt[ray])")
     parser.add_argument("--task-root", type=Path, action="append", default=[], metavar="DIR",
                         help="folder whose task folders HTTP clients may load (repeatable; stdio clients may load any)")
 
@@ -41,4 +44,4 @@ def _at_least_one(text: str) -> int:
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     return ServerConfig(results_dir=args.results, backend=args.backend, transport=args.transport,
                         task_roots=tuple(args.task_root), host=args.host, port=args.port,
-                        workers=getattr(args, "workers", None))
+                        workers=getattr(args, "workers", None), ray_address=getattr(args, "ray", None))

@@ -41,7 +41,8 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     sure_gain: float | None = None  # None: the backend's (BackendTraits.sure_gain); service.best skips its head-to-head beyond it
-    workers: int | None = None  # None: one per visible GPU on cuda, one on cpu
+    workers: int | None = None  # None: one per visible GPU on cuda, one on cpu (with ray: the cluster's GPUs)
+    ray_address: str | None = None  # workers as Ray actors in this cluster ('local': one started here)
 
     @property
     def trusted_client(self) -> bool:
@@ -78,6 +79,24 @@ def worker_pins(backend: str, workers: int | None) -> list[str | None]:
     return list(gpus[:workers] if workers else gpus)
 
 
+def _ray_backend_name(address: str) -> str:
+    from harness_tools.backends.ray_members import cluster_gpus
+
+    return "cuda" if cluster_gpus(address) > 0 else "cpu"
+
+
+def _ray_pool(backend: str, address: str, workers: int | None) -> BackendPool:
+    """One Ray actor per worker: by default one per GPU of the cluster (cuda), or two (cpu)."""
+    from harness_tools.backends.ray_members import RayMember, cluster_gpus, connect
+
+    connect(address, workers)
+    count = workers or (cluster_gpus(address) if backend == "cuda" else 2)
+    if count < 1:
+        raise BackendError(f"the Ray cluster at {address} has no GPU for the cuda backend")
+    log.info("starting the %s backend: %d Ray actor(s) at %s", backend, count, address)
+    return BackendPool(lambda _pin: RayMember(backend), [None] * count)
+
+
 @dataclass
 class ServerState:
     config: ServerConfig
@@ -97,7 +116,8 @@ class ServerState:
         """The backend this server evaluates on (decided once, without starting a worker)."""
         with self._backend_guard:
             if self._backend_name is None:
-                self._backend_name = self.config.backend or default_backend_name()
+                self._backend_name = self.config.backend or (
+                    _ray_backend_name(self.config.ray_address) if self.config.ray_address else default_backend_name())
             return self._backend_name
 
     def pool(self) -> BackendPool:
@@ -105,9 +125,12 @@ class ServerState:
         name = self.backend_name
         with self._backend_guard:
             if self._pool is None:
-                pins = worker_pins(name, self.config.workers)
-                log.info("starting the %s backend: %d worker(s)", name, len(pins))
-                self._pool = BackendPool(lambda pin: create_backend(name, **({"pin": pin} if pin else {})), pins)
+                if self.config.ray_address:
+                    self._pool = _ray_pool(name, self.config.ray_address, self.config.workers)
+                else:
+                    pins = worker_pins(name, self.config.workers)
+                    log.info("starting the %s backend: %d worker(s)", name, len(pins))
+                    self._pool = BackendPool(lambda pin: create_backend(name, **({"pin": pin} if pin else {})), pins)
             return self._pool
 
     def device_info(self) -> DeviceInfo:

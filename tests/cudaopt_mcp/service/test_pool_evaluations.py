@@ -17,7 +17,7 @@ from cudaopt_mcp.service.state import ServerConfig, ServerState
 from harness_tools.task.loading import resolve_task
 
 VALIDATION = TimingArgs(roles=["validation"], timeout_s=300)
-SPIN = 150_000_000  # volatile increments by one thread per launch: a few tenths of a second on a CPU
+SPIN = 400_000_000  # volatile increments by one thread per launch: about a second on a CPU
 
 
 def slow_source() -> str:
