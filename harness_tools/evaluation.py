@@ -30,7 +30,7 @@ from harness_tools.backends import ExecutionBackend, RaceChecker
 from harness_tools.backends.contract import ArgSpec, CaseRequest, CaseRun, DeviceInfo, RaceReport
 from harness_tools.backends.environment import Environment, read_clocks
 from harness_tools.check.case_request import case_arguments, case_inputs, case_request, placement_for
-from harness_tools.check.compare import OutputComparison, compare, mismatch_message
+from harness_tools.check.compare import OutputComparison, compare, keep_largest_maps, mismatch_message
 from harness_tools.check.custom_check import custom_check_failure, judged_by_check
 from harness_tools.check.device_compare import Once, compared_on_device, device_checks_for, with_checks
 from harness_tools.check.failure_hints import hints_for
@@ -174,7 +174,7 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
             if on_case is not None:
                 on_case(index + 1, len(cases), result.cases[-1])
         env.clocks_after = read_clocks()
-    _keep_largest_maps(result.cases)
+    keep_largest_maps([o for c in result.cases for o in c.outputs])
     result.correct = bool(result.cases) and all(c.passed for c in result.cases)
     failed = next((c for c in result.cases if not c.passed), None)
     if failed:
@@ -193,16 +193,6 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
     return result
 
 
-def _keep_largest_maps(cases: list[CaseResult]) -> None:
-    """Mismatch maps for the MAX_MAPS largest failing outputs only (ties: the earlier case): a kernel wrong
-    everywhere would otherwise fill its record with near-identical maps, and a large output's map shows most."""
-    mapped = [o for case in cases for o in case.outputs if o.mismatch_map is not None]
-    kept = {id(o) for o in sorted(mapped, key=lambda o: -o.elements)[:MAX_MAPS]}  # sorted() is stable
-    for output in mapped:
-        if id(output) not in kept:
-            output.mismatch_map = None
-
-
 def compile_budget(left_s: float) -> float:
     """Seconds a compile may take with ``left_s`` of the budget left: no more than the compiler's default."""
     from harness_tools.compile.child import DEFAULT_TIMEOUT_S
@@ -211,7 +201,6 @@ def compile_budget(left_s: float) -> float:
 
 
 MIN_CASE_S = 0.1  # a case (or compile) with less of the budget left is not started
-MAX_MAPS = 4  # failing outputs per evaluation that keep their mismatch map (_keep_largest_maps)
 
 
 class _CaseRunner:

@@ -245,3 +245,16 @@ class _Accumulator:
         self.nans += nans
         self.infs += infs
         self.max_abs, self.max_rel = max(self.max_abs, max_abs), max(self.max_rel, max_rel)
+
+
+MAX_MAPS = 4  # failing outputs per evaluation that keep their mismatch map
+
+
+def keep_largest_maps(outputs: list[OutputComparison], limit: int = MAX_MAPS) -> None:
+    """Mismatch maps for the ``limit`` largest failing outputs of one evaluation only (ties: the earlier): a kernel
+    wrong everywhere would otherwise fill its record with near-identical maps, and a large output's map shows most."""
+    mapped = [o for o in outputs if o.mismatch_map is not None]
+    kept = {id(o) for o in sorted(mapped, key=lambda o: -o.elements)[:limit]}  # sorted() is stable
+    for output in mapped:
+        if id(output) not in kept:
+            output.mismatch_map = None

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from harness_tools.backends.cuda.backend import gpu_present
+from harness_tools.check.compare import MAX_MAPS
 from harness_tools.check.mismatch_map import MismatchMap
-from harness_tools.evaluation import MAX_MAPS
-from tests.cudaopt_mcp.client.scripted_llm import ScriptedLLM, completion
-from tests.cudaopt_mcp.client.test_optimize import COPY_NOT_TRANSPOSE, FAKE_KEY, TRANSPOSE_32x8, USAGE, optimize, reply
-from tests.cudaopt_mcp.report.chromium_page import CHROMIUM, open_page
 from tests.cudaopt_mcp.cli.test_cli import cudaopt as run_cli
+from tests.cudaopt_mcp.client.scripted_llm import ScriptedLLM, completion
+from tests.cudaopt_mcp.client.test_optimize import COPY_NOT_TRANSPOSE, FAKE_KEY, USAGE, TRANSPOSE_32x8, optimize, reply
+from tests.cudaopt_mcp.report.chromium_page import CHROMIUM, open_page
 
 pytestmark = pytest.mark.skipif(gpu_present(), reason="these runs are sized for the cpu backend")
 PLOTS = ("progress", "latency", "importance", "space", "roofline", "resources")
