@@ -102,8 +102,10 @@ class ServerState:
     config: ServerConfig
     store: RunStore
     _pool: BackendPool | None = None
+    _closed: bool = False
     _backend_name: str | None = None
     _backend_guard: threading.Lock = field(default_factory=threading.Lock)
+    _name_guard: threading.Lock = field(default_factory=threading.Lock)
     _active: Counter[tuple[str, str]] = field(default_factory=Counter)  # calls working on each candidate
     _active_guard: threading.Condition = field(default_factory=threading.Condition)
 
@@ -114,7 +116,7 @@ class ServerState:
     @property
     def backend_name(self) -> str:
         """The backend this server evaluates on (decided once, without starting a worker)."""
-        with self._backend_guard:
+        with self._name_guard:  # not the pool's guard: naming the backend never waits for workers to start
             if self._backend_name is None:
                 self._backend_name = self.config.backend or (
                     _ray_backend_name(self.config.ray_address) if self.config.ray_address else default_backend_name())
@@ -124,6 +126,8 @@ class ServerState:
         """The server's workers, started on first use (raises BackendError when none can start)."""
         name = self.backend_name
         with self._backend_guard:
+            if self._closed:
+                raise BackendError("the server is shutting down")
             if self._pool is None:
                 if self.config.ray_address:
                     self._pool = _ray_pool(name, self.config.ray_address, self.config.workers)
@@ -151,7 +155,8 @@ class ServerState:
             yield member
 
     def close(self) -> None:
-        with self._backend_guard:
+        with self._backend_guard:  # a pool starting finishes first, and none starts after
+            self._closed = True
             if self._pool is not None:
                 log.info("closing the %s backend", self._backend_name)
                 self._pool.close()
