@@ -2,8 +2,9 @@
 
 A worker that died mid-evaluation (killed, out of memory, its GPU gone) says nothing about the candidate, so
 the evaluation runs again, once, on another live worker; a worker whose process cannot be started again is
-taken out of the pool. A kernel that kills its worker itself fails the same way on the second worker and is
-recorded as crashed then. With one worker nothing is retried (there is no elsewhere).
+taken out of the pool (unless it is the last: the next call tries it again). A kernel that kills its worker
+itself fails the same way on the second worker and is recorded as crashed then. With one worker nothing is
+retried (there is no elsewhere).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def evaluate_pooled(state: ServerState, task: Task, candidate: Candidate, config
             try:
                 result = evaluate(task, candidate, worker.backend, config, on_case=on_case)
             except BackendUnavailable as exc:  # its worker could not be started again: the GPU or host is gone
-                pool.mark_lost(worker, str(exc))
+                if pool.size > 1:  # the last one stays: the next call tries to start it again
+                    pool.mark_lost(worker, str(exc))
                 result, died = None, f"worker {worker.slot} lost ({exc})"
             else:
                 died = _worker_died(result)
