@@ -87,7 +87,8 @@ def main() -> int:
         state = ServerState.open(ServerConfig(results_dir=Path(tmp), backend=args.backend))
         print(f"backend {state.backend_name}; {args.repeats} clones + {args.same} re-evaluations per task, after the "
               "baseline", flush=True)
-        print(f"{'task':<14}{'evals':>6}{'correct':>8}{'false new best':>15}{'old rule':>9}{'score ms':>11}{'spread':>8}{'h2h':>5}  "
+        print(f"{'task':<14}{'evals':>6}{'correct':>8}{'false new best':>15}{'old rule':>9}{'score ms':>11}"
+              f"{'spread':>8}{'h2h':>5}  "
               "median CV per performance case", flush=True)
         try:
             for task in args.tasks:  # each row as it is measured: a long run that is cut short still reports

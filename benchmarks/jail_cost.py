@@ -3,11 +3,11 @@
     python -m benchmarks.jail_cost [--backend cuda] [--rounds 3] [--evals 3]
 
 Each round starts one fresh process per mode (``CUDAOPT_JAIL=auto`` and ``off``, in alternating order, so
-drift on a noisy machine hits both), each with an empty kernel cache of its own: it starts a backend (the worker and, on first compile, the NVRTC
-child) and evaluates each bundled task's baseline and tuned kernel ``--evals`` times on one seed (the first
-evaluation also draws inputs and the oracle). Reported per mode: backend start-up, the first evaluation of
-each task, and the median of the later ones (the steady state of a tuning run); the ratio on/off is the
-jail's cost. On cpu the g++ builds are jailed too (first evaluations build; later ones find the cache).
+drift on a noisy machine hits both), each with an empty kernel cache of its own: it starts a backend (the worker
+and, on first compile, the NVRTC child) and evaluates each bundled task's baseline and tuned kernel ``--evals``
+times on one seed (the first evaluation also draws inputs and the oracle). Reported per mode: backend start-up,
+the first evaluation of each task, and the median of the later ones (the steady state of a tuning run); the ratio
+on/off is the jail's cost. On cpu the g++ builds are jailed too (first evaluations build; later ones find the cache).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ def tables(rows: dict) -> str:
                      f"{fmt(k['warm'].get('s_per_config'))} | {fmt(ratio['cold'])} | {fmt(ratio['warm'])} | "
                      f"{fmt(o['cold'].get('s_per_config_no_baseline'))} | {fmt(o['warm'].get('s_per_config_no_baseline'))} | "
                      f"{fmt(k['cold'].get('tune_s_per_config'))} | {fmt(k['warm'].get('tune_s_per_config'))} |")
-    lines += ["", "per-stage medians per configuration, ms (cudaopt: evaluation overhead, compile from compile.json unless a cache hit; KT: result dicts)",
+    lines += ["", "per-stage medians per configuration, ms (cudaopt: evaluation overhead, compile from compile.json "
+              "unless a cache hit; KT: result dicts)",
               ("| example | phase | ours compile | inputs | reference | load | transfer | validate | time | compare | total "
                "| client s | KT compile | verify | benchmark | framework | strategy |"), "|---|---|" + "---:|" * 15]
     for ex, r in rows.items():

@@ -1,6 +1,7 @@
 """The ported workloads of examples/ on a GPU (issue 16): baseline, a short sweep of the tunable kernel, torch eager.
 
-    python -m benchmarks.ports [--examples vector_add,log_softmax] [--configs log_softmax=1] [--budget-s 200] [--out DIR]   # on a GPU host
+    python -m benchmarks.ports [--examples vector_add,log_softmax] [--configs log_softmax=1] [--budget-s 200] \
+        [--out DIR]                                                # on a GPU host
     python -m benchmarks.ports --backend cpu --reps 3          # a dry run: the cpu cases, no torch
 
 Every example's baseline and a few hand-picked configurations of its tunable kernel go through the engine like any
@@ -173,7 +174,8 @@ def parse_counts(text: str) -> dict[str, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", default=",".join(SWEEPS), help="comma-separated examples/ folders or bundled task names (default: all)")
+    parser.add_argument("--examples", default=",".join(SWEEPS),
+                        help="comma-separated examples/ folders or bundled task names (default: all)")
     parser.add_argument("--budget-s", type=float, default=600.0, help="start no evaluation after this many seconds")
     parser.add_argument("--configs", type=parse_counts, default={}, metavar="NAME=K,...",
                         help="configurations to try per example (default 3, from the start of its list)")

@@ -171,7 +171,8 @@ class CaseRun(BaseModel):
     comparisons: dict[str, DeviceComparison] = Field(default_factory=dict,
                                                      description="buffer name → the device's comparison (DeviceCheck)")
     modified_inputs: list[str] = Field(default_factory=list)
-    overruns: list[str] = Field(default_factory=list, description="buffers whose surroundings (front pad, slack, tail) changed: a write "
+    overruns: list[str] = Field(default_factory=list, description="buffers whose surroundings (front pad, slack, "
+                                "tail) changed: a write "
                                      "outside the buffer")
     timing: TimingStats | None = None
     load_ms: float = 0.0

@@ -24,7 +24,8 @@ DType = Literal[
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
 ]
 CTYPES: dict[str, str] = {
-    "float8_e4m3": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2", "bfloat16": "__nv_bfloat16", "float16": "__half", "float32": "float", "float64": "double",
+    "float8_e4m3": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2", "bfloat16": "__nv_bfloat16", "float16": "__half",
+    "float32": "float", "float64": "double",
     "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long", "uint8": "unsigned char",
     "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long",
 }

@@ -20,7 +20,8 @@ def test_tasks_lists_the_bundled_tasks():
     out = cudaopt("tasks", "--json")
     assert out.returncode == 0, out.stderr
     rows = {r["name"]: r for r in json.loads(out.stdout)}
-    assert set(rows) == {"sgemm", "reduce_sum", "softmax_rows", "transpose", "rmsnorm_bf16", "softmax_split", "gemm_bf16", "gemm_bf16_wgmma"}
+    assert set(rows) == {"sgemm", "reduce_sum", "softmax_rows", "transpose", "rmsnorm_bf16", "softmax_split", "gemm_bf16",
+                         "gemm_bf16_wgmma"}
     assert {"BM", "BN", "BK", "TM", "TN"} <= set(rows["sgemm"]["tunables"])
     plain = cudaopt("tasks")
     assert plain.returncode == 0 and "sgemm" in plain.stdout

@@ -136,7 +136,8 @@ PEEK = textwrap.dedent("""
     print("compared", result.mismatches, result.decided)
     held = next(iter(ex.verifier.kept.values())).hi
     # what a hostile kernel that knows where the reference is would copy into its output
-    src = 'extern "C" __global__ void steal(const float* p, float* o, int n) { int i = blockIdx.x * 256 + threadIdx.x; if (i < n) o[i] = p[i]; }'
+    src = ('extern "C" __global__ void steal(const float* p, float* o, int n) '
+           '{ int i = blockIdx.x * 256 + threadIdx.x; if (i < n) o[i] = p[i]; }')
     built = run_nvrtc(src, ["--gpu-architecture=" + ex.arch], ex.arch, ["steal"], nvrtc_version())
     module = _ok(cu.cuModuleLoadData(built.cubin), "load")
     fn = _ok(cu.cuModuleGetFunction(module, b"steal"), "fn")
