@@ -67,23 +67,11 @@ def run_optimize(args: argparse.Namespace) -> int:
     from cudaopt_mcp.client.session import open_session
     from cudaopt_mcp.client.terminal import Terminal, final_table
 
-    if bool(args.task) == bool(args.run):
-        print("cudaopt: error: give a task, or --run RUN_ID to continue a run (not both)", file=sys.stderr)
-        return 2
-    if args.max_iterations < 0:
-        print("cudaopt: error: --max-iterations must be 0 or more", file=sys.stderr)
-        return 2
-    if args.ahead is not None and not 1 <= args.ahead <= 32:
-        print(f"cudaopt: error: --ahead must be between 1 and 32, got {args.ahead}", file=sys.stderr)
-        return 2
-    if args.parallel is not None and not 1 <= args.parallel <= 64:
-        print(f"cudaopt: error: --parallel must be between 1 and 64, got {args.parallel}", file=sys.stderr)
+    refused = _refusal(args)
+    if refused:
+        print(f"cudaopt: error: {refused}", file=sys.stderr)
         return 2
     parallel = args.parallel or _default_parallel(args)
-    too_many = _more_than_gpus(args, parallel)
-    if too_many:
-        print(f"cudaopt: error: {too_many}", file=sys.stderr)
-        return 2
     name, why = choose(args.proposer)
     settings = ProposerSettings(model=args.model, base_url=args.base_url, request_timeout_s=args.request_timeout,
                                 reasoning_effort=None if args.reasoning_effort == "none" else args.reasoning_effort,
@@ -127,26 +115,35 @@ def run_optimize(args: argparse.Namespace) -> int:
     return 0 if summary.found_correct else 1
 
 
+def _refusal(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line, before any work: the first problem, or None."""
+    if bool(args.task) == bool(args.run):
+        return "give a task, or --run RUN_ID to continue a run (not both)"
+    if args.max_iterations < 0:
+        return "--max-iterations must be 0 or more"
+    if args.ahead is not None and not 1 <= args.ahead <= 32:
+        return f"--ahead must be between 1 and 32, got {args.ahead}"
+    if args.parallel is not None and not 1 <= args.parallel <= 64:
+        return f"--parallel must be between 1 and 64, got {args.parallel}"
+    gpus = _local_gpus(args)
+    if args.parallel and args.parallel > 1 and gpus and args.parallel > len(gpus):  # two on one time each other
+        return (f"--parallel {args.parallel} needs {args.parallel} GPUs, {len(gpus)} visible ({', '.join(gpus)}): one "
+                "worker per GPU, as two on one would time each other's kernels")
+    return None
+
+
 def _default_parallel(args: argparse.Namespace) -> int:
     """One evaluation per visible GPU when this command starts the server on a GPU host; else one."""
+    return max(1, len(_local_gpus(args)))
+
+
+def _local_gpus(args: argparse.Namespace) -> list[str]:
+    """The GPUs of the server this command starts, when it starts one on the cuda backend here; else none."""
     if args.server or args.backend == "cpu" or args.ray:
-        return 1
+        return []
     from harness_tools.backends.cuda.backend import gpu_present, visible_gpus
 
-    return max(1, len(visible_gpus())) if gpu_present() else 1
-
-
-def _more_than_gpus(args: argparse.Namespace, parallel: int) -> str | None:
-    """Two workers on one GPU would time each other's kernels: on a GPU host at most one per GPU."""
-    if parallel == 1 or args.server or args.backend == "cpu" or args.ray:
-        return None
-    from harness_tools.backends.cuda.backend import gpu_present, visible_gpus
-
-    gpus = visible_gpus() if gpu_present() else []
-    if gpus and parallel > len(gpus):
-        return (f"--parallel {parallel} needs {parallel} GPUs, {len(gpus)} visible ({', '.join(gpus)}): one worker per "
-                "GPU, as two on one would time each other's kernels")
-    return None
+    return visible_gpus() if gpu_present() else []
 
 
 async def _remote_report(session, run_id: str, results: Path) -> None:

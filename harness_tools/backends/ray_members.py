@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -87,7 +89,9 @@ class RayMember:
         folder.mkdir(parents=True, exist_ok=True)
         result.outputs = {}
         for name, (file_name, data) in outputs.items():
-            target = folder / Path(file_name).name
+            if Path(file_name).name != file_name or file_name in ("", ".", ".."):
+                continue  # a bare file name or nothing: the actor's answer never picks a folder here
+            target = folder / file_name
             target.write_bytes(data)
             result.outputs[name] = str(target)
         return result
@@ -106,12 +110,11 @@ class _MemberActor:
 
     def __init__(self, backend: str):
         from harness_tools.backends import create_backend
-        from harness_tools.run.scratch import inputs_root, scratch_root
+        from harness_tools.run.scratch import inputs_root
 
         self.backend = create_backend(backend)
         self.files = inputs_root() / f"ray-{uuid.uuid4().hex[:12]}"
         self.files.mkdir(parents=True, exist_ok=True)
-        self.scratch = scratch_root()
 
     def info(self) -> dict:
         return self.backend.device_info().model_dump()
@@ -120,7 +123,8 @@ class _MemberActor:
         for key, data in blobs.items():
             (self.files / f"{key}.npy").write_bytes(data)
         local = {path: str(self.files / f"{key}.npy") for path, key in keys.items()}
-        out = self.scratch / f"ray-out-{uuid.uuid4().hex[:12]}"
+        # outside the jail's scratch: the backend then copies out only files its worker wrote there (worker_backend)
+        out = Path(tempfile.mkdtemp(prefix="cudaopt-ray-out-"))
         req = CaseRequest.model_validate(request)
         args = []
         for arg in req.args:
@@ -135,7 +139,7 @@ class _MemberActor:
         req = req.model_copy(update={"args": args, "output_dir": str(out)})
         try:
             run = self.backend.run_case(req, timeout_s)
-            outputs = {name: (Path(path).name, Path(path).read_bytes()) for name, path in run.outputs.items()}
+            outputs = _outputs_in(run.outputs, out)
             return run.model_dump(), outputs
         finally:
             shutil.rmtree(out, ignore_errors=True)
@@ -143,6 +147,25 @@ class _MemberActor:
     def close(self) -> None:
         self.backend.close()
         shutil.rmtree(self.files, ignore_errors=True)
+
+
+def _outputs_in(outputs: dict[str, str], folder: Path) -> dict[str, tuple[str, bytes]]:
+    """(file name, bytes) of each output that is a regular file directly in ``folder``, opened without following
+    a link. The paths come from a worker running candidate code: this actor runs outside the jail and must not
+    read (and send to the server) a file elsewhere on its node because a worker named it."""
+    got = {}
+    for name, path in outputs.items():
+        source = Path(path)
+        if source.parent.resolve() != folder.resolve() or source.name in ("", ".", ".."):
+            continue
+        try:
+            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO would block
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as handle:
+            if stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                got[name] = (source.name, handle.read())
+    return got
 
 
 def _files(request: CaseRequest) -> list[str]:

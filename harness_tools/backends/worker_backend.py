@@ -96,7 +96,7 @@ def _move_outputs(outputs: dict[str, str], staged: Path, wanted: Path) -> dict[s
         if source.parent.resolve() != (staged).resolve():  # only files it wrote where it was told
             continue
         try:
-            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO would block
         except OSError:
             continue
         with os.fdopen(fd, "rb") as handle:

@@ -19,7 +19,7 @@ def open_worker_file(path: str | Path | None, root: Path) -> BinaryIO | None:
     if not path:
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait
     except OSError:
         return None
     handle = os.fdopen(fd, "rb")
