@@ -357,11 +357,6 @@ class BestOutput(BaseModel):
     note: str | None = None
 
 
-# ---- starting the server -----------------------------------------------------------------------------
-# ``python -m SERVER_MODULE`` serves over stdio: a client starts it by name, never by importing it.
-SERVER_MODULE = "cudaopt_mcp.server"
-
-
 # ---- resource URIs -----------------------------------------------------------------------------------
 # The server registers these templates; every link and every client read is built from them.
 RUNS_URI = "cudaopt://runs"

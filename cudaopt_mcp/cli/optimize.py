@@ -9,8 +9,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from cudaopt_mcp.cli.local_server import LocalServer
+from cudaopt_mcp.client.proposal import ProposerSettings
 from cudaopt_mcp.client.proposers import choose, create_proposer, proposer_names
+
+if TYPE_CHECKING:
+    from cudaopt_mcp.client.loop_models import LoopSummary
+    from cudaopt_mcp.client.proposers import Proposer
 
 
 def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str]) -> None:
@@ -25,7 +32,7 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
     parser.add_argument("--base-url", help="llm: any OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (vLLM)")
     parser.add_argument("--request-timeout", type=float, default=300.0, help="llm: seconds per request (default 300)")
     parser.add_argument("--server", metavar="URL", help="use a running MCP server (streamable HTTP, e.g. "
-                                                        "http://127.0.0.1:8765/mcp) instead of starting one over stdio")
+                                                        "http://127.0.0.1:8765/mcp) instead of serving in this process")
     parser.add_argument("--backend", choices=backends, help="backend of the server started here (default: cuda if a "
                                                             "GPU is present, else cpu)")
     parser.add_argument("--results", type=Path, default=Path("results"), help="run folders (default ./results)")
@@ -59,48 +66,28 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
 
 
 def run_optimize(args: argparse.Namespace) -> int:
-    import anyio  # the MCP client and the loop load only for this command
-
-    from cudaopt_mcp.client.loop import optimise
-    from cudaopt_mcp.client.loop_models import LoopConfig, LoopSummary
-    from cudaopt_mcp.client.proposal import ProposerSettings
-    from cudaopt_mcp.client.session import open_session
-    from cudaopt_mcp.client.terminal import Terminal, final_table
-
     refused = _refusal(args)
     if refused:
         print(f"cudaopt: error: {refused}", file=sys.stderr)
         return 2
     parallel = args.parallel or _default_parallel(args)
-    name, why = choose(args.proposer)
-    settings = ProposerSettings(model=args.model, base_url=args.base_url, request_timeout_s=args.request_timeout,
-                                reasoning_effort=None if args.reasoning_effort == "none" else args.reasoning_effort,
-                                seed=args.seed)
-    proposer = create_proposer(name, settings)  # ProposerUnavailable (a HarnessError) → exit 2 with its hint
-    terminal = Terminal(quiet=False)
-    print(f"cudaopt: proposer {name} ({why})", file=sys.stderr)
-    config = LoopConfig(task=args.task, run_id=args.run, max_iterations=args.max_iterations,
-                        time_budget_s=args.time_budget, seed=args.seed, results=args.results,
-                        confirm=not args.no_confirm, warmup=args.warmup, reps=args.reps,
-                        compile_ahead={"auto": None, "on": True, "off": False}[args.compile_ahead],
-                        ahead=args.ahead, parallel=parallel,
-                        # the tuner does not read profiles: it profiles only when asked
-                        profile_every=0 if args.profile_every is None and name == "tuner" else args.profile_every)
-
-    async def main() -> LoopSummary:
-        workers = parallel if (parallel > 1 or args.ray) and not args.server else None
-        async with open_session(args.server, args.results, args.backend, workers, args.ray) as session:
-            summary = await optimise(session, proposer, config, terminal)
-            if args.server and args.report:  # the run folder is the server's: its report comes over MCP
-                await _remote_report(session, summary.run_id, args.results)
-            return summary
-
+    local: LocalServer | None = None
+    if not args.server:  # first: its workers start while the proposer and the MCP side load
+        local = LocalServer(args.results, args.backend, parallel if parallel > 1 or args.ray else None, args.ray)
     try:
-        summary = anyio.run(main)
-    except BaseExceptionGroup as group:  # the MCP client's task groups wrap what went wrong
-        raise _innermost(group) from None
+        name, why = choose(args.proposer)
+        settings = ProposerSettings(model=args.model, base_url=args.base_url, request_timeout_s=args.request_timeout,
+                                    reasoning_effort=None if args.reasoning_effort == "none" else args.reasoning_effort,
+                                    seed=args.seed)
+        proposer = create_proposer(name, settings)  # ProposerUnavailable (a HarnessError) → exit 2 with its hint
+        print(f"cudaopt: proposer {name} ({why})", file=sys.stderr)
+        try:
+            summary = _loop(args, proposer, name, parallel, local)
+        finally:
+            proposer.close()
     finally:
-        proposer.close()
+        if local is not None:
+            local.close()
     if not args.server and args.report:
         from cudaopt_mcp.cli.report_command import report_after_run
 
@@ -110,9 +97,42 @@ def run_optimize(args: argparse.Namespace) -> int:
     if args.json:
         print(summary.model_dump_json(indent=2, exclude={"attempts": {"__all__": {"evaluation"}}}))
     else:
+        from cudaopt_mcp.client.terminal import final_table
+
         print(final_table(summary))
     sys.stdout.flush()
     return 0 if summary.found_correct else 1
+
+
+def _loop(args: argparse.Namespace, proposer: Proposer, proposer_name: str, parallel: int,
+          local: LocalServer | None) -> LoopSummary:
+    import anyio  # the MCP client and the loop load only for this command
+
+    from cudaopt_mcp.client.loop import optimise
+    from cudaopt_mcp.client.loop_models import LoopConfig
+    from cudaopt_mcp.client.session import open_http_session
+    from cudaopt_mcp.client.terminal import Terminal
+
+    config = LoopConfig(task=args.task, run_id=args.run, max_iterations=args.max_iterations,
+                        time_budget_s=args.time_budget, seed=args.seed, results=args.results,
+                        confirm=not args.no_confirm, warmup=args.warmup, reps=args.reps,
+                        compile_ahead={"auto": None, "on": True, "off": False}[args.compile_ahead],
+                        ahead=args.ahead, parallel=parallel,
+                        # the tuner does not read profiles: it profiles only when asked
+                        profile_every=0 if args.profile_every is None and proposer_name == "tuner"
+                        else args.profile_every)
+
+    async def main() -> LoopSummary:
+        async with (local.session() if local is not None else open_http_session(args.server)) as session:
+            summary = await optimise(session, proposer, config, Terminal(quiet=False))
+            if args.server and args.report:  # the run folder is the server's: its report comes over MCP
+                await _remote_report(session, summary.run_id, args.results)
+            return summary
+
+    try:
+        return anyio.run(main)
+    except BaseExceptionGroup as group:  # the MCP client's task groups wrap what went wrong
+        raise _innermost(group) from None
 
 
 def _refusal(args: argparse.Namespace) -> str | None:

@@ -46,7 +46,7 @@ class LoopSummary(BaseModel):
     best: Attempt | None = None
     confirmation: Attempt | None = Field(None, description="the best candidate re-evaluated on fresh inputs")
     attempts: list[Attempt]
-    best_kernel: str | None = Field(None, description="path (stdio server) or URI of the exported best kernel")
+    best_kernel: str | None = Field(None, description="path (a server here) or URI (--server) of the exported best kernel")
     found_correct: bool
     elapsed_s: float
     usage: dict[str, Any] | None = None

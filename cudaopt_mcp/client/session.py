@@ -1,4 +1,4 @@
-"""The client's MCP session: our own server over stdio (started here) or a running one over HTTP.
+"""The client's MCP session: with our own server in this process, or with a running one over HTTP.
 
 Everything the loop does goes through this session's tools, resources and prompts, exactly as any
 other MCP client would: nothing here imports the server or the engine. Tool results arrive parsed into
@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import httpx2
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, ValidationError
 
-from cudaopt_mcp.api import SERVER_MODULE
 from cudaopt_mcp.errors import SessionError
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -80,23 +77,14 @@ class Session:
 
 
 @contextlib.asynccontextmanager
-async def open_session(server_url: str | None, results: Path, backend: str | None,
-                       workers: int | None = None, ray: str | None = None) -> AsyncIterator[Session]:
-    """Connect to ``server_url`` (streamable HTTP; a bearer token from $CUDAOPT_MCP_TOKEN when set), or
-    start ``cudaopt-mcp`` over stdio with this interpreter, the given results folder, backend and workers."""
-    if server_url:
-        token = os.environ.get("CUDAOPT_MCP_TOKEN")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=CALL_TIMEOUT_S))
-        try:
-            async with http, Client(streamable_http_client(server_url, http_client=http)) as client:
-                yield Session(client, server_url)
-        except (httpx2.HTTPError, OSError) as exc:
-            raise SessionError(f"cannot reach the MCP server at {server_url}: {exc}") from exc
-        return
-    args = ["-m", SERVER_MODULE, "--results", str(results)] + (["--backend", backend] if backend else []) + \
-        (["--workers", str(workers)] if workers else []) + (["--ray", ray] if ray else [])
-    # The SDK hands a stdio server only a minimal environment: pass ours (PYTHONPATH, caches, CUDA settings).
-    params = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
-    async with Client(params) as client:
-        yield Session(client, f"stdio server (results in {results})")
+async def open_http_session(server_url: str) -> AsyncIterator[Session]:
+    """Connect to a running server at ``server_url`` (streamable HTTP; a bearer token from $CUDAOPT_MCP_TOKEN when
+    set). Without a URL, ``cudaopt optimize`` serves itself in-process (:mod:`cudaopt_mcp.cli.local_server`)."""
+    token = os.environ.get("CUDAOPT_MCP_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=CALL_TIMEOUT_S))
+    try:
+        async with http, Client(streamable_http_client(server_url, http_client=http)) as client:
+            yield Session(client, server_url)
+    except (httpx2.HTTPError, OSError) as exc:
+        raise SessionError(f"cannot reach the MCP server at {server_url}: {exc}") from exc

@@ -51,9 +51,10 @@ Big artifacts (sources, logs, records, outputs) are cudaopt:// resources linked 
 class _Shared:
     """The state shared by every session of one server object (one backend, however many clients)."""
 
-    def __init__(self, config: ServerConfig):
+    def __init__(self, config: ServerConfig, state: ServerState | None = None):
         self.config = config
-        self.state: ServerState | None = None
+        self.state = state
+        self.owned = state is None  # a state handed in is its giver's to close
         self.users = 0
         self.lock = threading.Lock()
 
@@ -63,8 +64,10 @@ class _Shared:
         return self.state
 
 
-def build_server(config: ServerConfig) -> MCPServer:
-    shared = _Shared(config)
+def build_server(config: ServerConfig, state: ServerState | None = None) -> MCPServer:
+    """The server over ``config``; over ``state`` where one is given (already open, perhaps with its workers
+    starting: the in-process server of ``cudaopt optimize``), which the caller then closes."""
+    shared = _Shared(config, state)
     task_table = TaskTable()
 
     @contextlib.asynccontextmanager
@@ -87,7 +90,7 @@ def build_server(config: ServerConfig) -> MCPServer:
         finally:
             with shared.lock:
                 shared.users -= 1
-                if shared.users == 0 and shared.state is not None:
+                if shared.users == 0 and shared.state is not None and shared.owned:
                     shared.state.close()
                     shared.state = None
 

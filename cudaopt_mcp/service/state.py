@@ -137,6 +137,10 @@ class ServerState:
                     self._pool = BackendPool(lambda pin: create_backend(name, **({"pin": pin} if pin else {})), pins)
             return self._pool
 
+    def started_pool(self) -> BackendPool | None:
+        """The workers if they have started, without waiting or starting them."""
+        return self._pool
+
     def device_info(self) -> DeviceInfo:
         """The device every worker has (a pool holds one model)."""
         return self.pool().device_info()

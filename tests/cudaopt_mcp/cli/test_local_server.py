@@ -1,0 +1,84 @@
+"""``cudaopt optimize``'s in-process server: its workers start before any call, a session over it evaluates as
+a stdio or HTTP one does, closing it ends the workers, and a backend that cannot start fails the call that
+needs it, with the reason, not the start."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import anyio
+import pytest
+
+from cudaopt_mcp.api import CreateRunOutput, EvaluateOutput
+from cudaopt_mcp.cli.local_server import LocalServer
+from cudaopt_mcp.errors import SessionError
+from harness_tools.backends.cuda.backend import gpu_present
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_for(predicate, timeout_s: float = 60.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout_s} s")
+
+
+def _worker_pids(local: LocalServer) -> list[int]:
+    pool = local.state.started_pool()
+    return [m.backend.worker_pid for m in pool.live] if pool else []
+
+
+def test_the_workers_start_before_any_call_and_end_with_close(tmp_path):
+    local = LocalServer(tmp_path / "results", "cpu", None, None)
+    try:
+        pids = _wait_for(lambda: _worker_pids(local))  # no session was opened, no tool called
+        assert len(pids) == 1 and _alive(pids[0])
+    finally:
+        local.close()
+    _wait_for(lambda: not _alive(pids[0]), 15)
+    assert local.state.started_pool() is None
+
+
+def test_a_session_over_it_evaluates_through_the_tools(tmp_path):
+    local = LocalServer(tmp_path / "results", "cpu", None, None)
+
+    async def main() -> EvaluateOutput:
+        async with local.session() as session:
+            assert "in-process" in session.where
+            run = (await session.call("create_run", CreateRunOutput, task="transpose")).data
+            outcome = await session.call("evaluate", EvaluateOutput, run_id=run.run_id)
+            assert not outcome.is_error, outcome.text
+            return outcome.data
+
+    try:
+        result = anyio.run(main)
+    finally:
+        local.close()
+    assert result.correct and result.candidate_id == "c0001"
+    assert (tmp_path / "results" / result.run_id / "candidates" / "c0001" / "evaluation.json").is_file()
+
+
+@pytest.mark.skipif(gpu_present(), reason="needs a machine without a GPU, where the cuda backend cannot start")
+def test_a_backend_that_cannot_start_fails_the_call_with_its_reason(tmp_path):
+    local = LocalServer(tmp_path / "results", "cuda", None, None)  # the start fails in its thread, quietly
+
+    async def main() -> None:
+        async with local.session() as session:
+            run = (await session.call("create_run", CreateRunOutput, task="transpose")).data
+            with pytest.raises(SessionError, match="no NVIDIA GPU"):
+                await session.call("evaluate", EvaluateOutput, run_id=run.run_id)
+
+    try:
+        anyio.run(main)
+    finally:
+        local.close()
