@@ -1,7 +1,10 @@
 """Seeded inputs, poisoned outputs and canary tails (DESIGN.md §4).
 
 * Every evaluation draws fresh inputs from a recorded seed, so any result can be replayed exactly.
-  Each buffer's stream is keyed by (seed, case name, buffer name): one case never shifts another. A task
+  Each buffer's stream is keyed by (seed, case name, buffer name): one case never shifts another. A buffer
+  of more than :data:`PIECE` elements is drawn in pieces of that many, piece i from the key plus i, on the
+  host's cores at once (an 800M-element input took seconds in one stream); the values depend on the seed
+  only, never on the number of threads. A task
   whose inputs have structure (sorted keys, a polygon, a sparse matrix) builds them itself instead:
   :mod:`harness_tools.check.generated_inputs`.
 * Outputs are prefilled with the byte 0xFF (a NaN for every float width, -1/max for integers) before every
@@ -18,8 +21,11 @@ MemoryError halfway through drawing its inputs.
 
 from __future__ import annotations
 
+import math
 import os
 import zlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -40,6 +46,10 @@ from harness_tools.task.spec import (
     TorchReference,
     buffer_bytes,
 )
+
+
+PIECE = 1 << 22  # elements: a larger buffer is drawn in independently seeded pieces of this many
+MAX_DRAW_THREADS = 32
 
 
 class CaseFootprint(NamedTuple):
@@ -108,31 +118,45 @@ def draw_inputs(spec: TaskSpec, case: Case, seed: int) -> dict[str, np.ndarray]:
     for buf in spec.buffers:
         if buf.role == "out":
             continue
-        rng = np.random.default_rng([seed, zlib.crc32(case.name.encode()), zlib.crc32(buf.name.encode())])
-        arrays[buf.name] = _draw(rng, buf, spec.shape_of(buf, case.sizes))
+        key = [seed, zlib.crc32(case.name.encode()), zlib.crc32(buf.name.encode())]
+        arrays[buf.name] = _draw(key, buf, spec.shape_of(buf, case.sizes))
     return arrays
 
 
-def _draw(rng: np.random.Generator, buf: BufferParam, shape: tuple[int, ...]) -> np.ndarray:
+def _draw(key: list[int], buf: BufferParam, shape: tuple[int, ...]) -> np.ndarray:
+    count = math.prod(shape)
+    if count <= PIECE:  # one stream, as every buffer was drawn before pieces
+        return _draw_piece(np.random.default_rng(key), buf, count).reshape(shape)
+    out = np.empty(count, numpy_dtype(buf.dtype))
+
+    def fill(i: int) -> None:
+        piece = slice(i * PIECE, min(count, (i + 1) * PIECE))
+        out[piece] = _draw_piece(np.random.default_rng([*key, i]), buf, piece.stop - piece.start)
+
+    _on_threads(fill, -(-count // PIECE))
+    return out.reshape(shape)
+
+
+def _draw_piece(rng: np.random.Generator, buf: BufferParam, count: int) -> np.ndarray:
     dist = buf.init or InputDistribution()
     dtype = numpy_dtype(buf.dtype)
     if not is_float(buf.dtype):
         low, high = (int(dist.low), int(dist.high)) if dist.dist == "randint" or buf.init else (-100, 100)
         info = np.iinfo(dtype)
-        return rng.integers(max(low, info.min), min(high, info.max), size=shape, endpoint=True, dtype=dtype)
+        return rng.integers(max(low, info.min), min(high, info.max), size=count, endpoint=True, dtype=dtype)
     # float32 draws are drawn in float32 (fast, and already in the buffer's type); the half types in float64 and
     # rounded once to nearest (ml_dtypes rounds to nearest even), so every value is the rounding of a draw
     work = np.float32 if buf.dtype == "float32" else np.float64
     if dist.dist == "normal":
-        values = rng.standard_normal(size=shape, dtype=work)
+        values = rng.standard_normal(size=count, dtype=work)
         values *= work(dist.std)
         values += work(dist.mean)
     elif dist.dist == "uniform":
-        values = rng.random(size=shape, dtype=work)
+        values = rng.random(size=count, dtype=work)
         values *= work(dist.high - dist.low)
         values += work(dist.low)
     else:
-        values = rng.integers(int(dist.low), int(dist.high), size=shape, endpoint=True).astype(work)
+        values = rng.integers(int(dist.low), int(dist.high), size=count, endpoint=True).astype(work)
     if buf.dtype in FP8_MAX:  # saturated to the finite range, as __NV_SATFINITE would (docs/dtypes.md)
         np.clip(values, -FP8_MAX[buf.dtype], FP8_MAX[buf.dtype], out=values)
     return values.astype(dtype, copy=False)
@@ -161,9 +185,28 @@ def reference_inputs(spec: TaskSpec, case: Case, arrays: dict[str, np.ndarray]) 
     floats = {b.name for b in spec.buffers if is_float(b.dtype)}
     ref: dict[str, object] = {}
     for name, arr in arrays.items():
-        ref[name] = arr.astype(np.float64 if name in floats else np.int64)
+        ref[name] = _widened(arr, np.float64 if name in floats else np.int64)
     ref.update(scalar_arguments(spec, case.sizes))
     return ref
+
+
+def _widened(arr: np.ndarray, dtype: type) -> np.ndarray:
+    """``arr`` as ``dtype``; a large one converted piece by piece on the host's cores (numpy's cast is one thread)."""
+    if arr.size <= PIECE:
+        return arr.astype(dtype)
+    flat, out = arr.reshape(-1), np.empty(arr.size, dtype)
+
+    def convert(i: int) -> None:
+        out[i * PIECE:(i + 1) * PIECE] = flat[i * PIECE:(i + 1) * PIECE]
+
+    _on_threads(convert, -(-arr.size // PIECE))
+    return out.reshape(arr.shape)
+
+
+def _on_threads(work: Callable[[int], None], pieces: int) -> None:
+    """``work(i)`` for every piece i, on up to the host's cores (numpy releases the GIL in bulk fills and casts)."""
+    with ThreadPoolExecutor(max_workers=min(pieces, os.cpu_count() or 1, MAX_DRAW_THREADS)) as pool:
+        list(pool.map(work, range(pieces)))
 
 
 def stored_inputs(task: Task, case: Case) -> dict[str, np.ndarray] | None:

@@ -6,7 +6,8 @@ import zlib
 
 import numpy as np
 
-from harness_tools.check.inputs import draw_inputs, reference_inputs, scalar_arguments
+from harness_tools.check import inputs
+from harness_tools.check.inputs import PIECE, draw_inputs, reference_inputs, scalar_arguments
 from harness_tools.task.dtypes import numpy_dtype
 from harness_tools.task.loading import spec_from_dict
 
@@ -43,6 +44,29 @@ def test_cases_with_equal_sizes_still_get_different_inputs():
     a = draw_inputs(SPEC, SPEC.cases[0], 7)
     b = draw_inputs(SPEC, SPEC.cases[1], 7)
     assert not np.array_equal(a["x"], b["x"])
+
+
+def test_a_large_buffer_is_drawn_in_seeded_pieces_whatever_the_threads(monkeypatch):
+    """Past PIECE elements a buffer is drawn piece by piece, piece k from (seed, case, buffer, k), on several
+    threads: the same bytes on one thread, every piece its own stream, each dtype and distribution kept."""
+    big = SPEC.model_copy(update={"cases": [SPEC.cases[0].model_copy(update={"sizes": {"n": 2 * PIECE + 5}})]})
+    case = big.cases[0]
+    many = draw_inputs(big, case, 7)
+    monkeypatch.setattr(inputs, "MAX_DRAW_THREADS", 1)
+    one = draw_inputs(big, case, 7)
+    assert all(many[k].tobytes() == one[k].tobytes() for k in many)
+    x, w, i = many["x"], many["w"], many["i"]
+    assert x.shape == (2 * PIECE + 5,) and w.shape == (2 * PIECE + 5, 2) and i.dtype == np.int32
+    key = [7, zlib.crc32(b"a"), zlib.crc32(b"x")]
+    for k in range(3):  # uniform in [-1, 1): the piece's own float32 stream, scaled
+        got = x[k * PIECE:(k + 1) * PIECE]
+        assert np.array_equal(got, np.random.default_rng([*key, k]).random(got.size, dtype=np.float32) * 2 - 1)
+    assert not np.array_equal(x[:1000], x[PIECE:PIECE + 1000])  # no piece repeats another
+    assert abs(w.mean() - 5) < 0.01 and i.min() == 3 and i.max() == 7
+    assert not np.array_equal(x, draw_inputs(big, case, 8)["x"])
+    ref = reference_inputs(big, case, many)  # widened piece by piece too: the same values as one cast
+    assert ref["w"].dtype == np.float64 and ref["w"].shape == w.shape and np.array_equal(ref["w"], w.astype(np.float64))
+    assert ref["i"].dtype == np.int64 and np.array_equal(ref["i"], i)
 
 
 def test_dtypes_shapes_and_distributions():
