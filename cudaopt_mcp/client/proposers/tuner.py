@@ -16,20 +16,22 @@ proposed, and none twice.
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import random
 import warnings
-
-import optuna
-from optuna.distributions import CategoricalDistribution
-from optuna.samplers import TPESampler
-from optuna.trial import Trial, TrialState, create_trial
+from typing import TYPE_CHECKING
 
 from cudaopt_mcp.api import TaskSummary
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
 from cudaopt_mcp.client.proposers.model_search import next_config
 from cudaopt_mcp.client.proposers.surrogate import best_untried
 from harness_tools.task.tunable_space import Config, TunableSpace
+
+if TYPE_CHECKING:  # Optuna loads only for a space too large to list (it is a fifth of a second of start-up)
+    import optuna
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import Trial
 
 # TPE samples at random until this many configurations have a score: a fifth of the budget, 3 to 10.
 # Replayed on the H200's sgemm table, 3 instead of 10 random starts brought a 7-evaluation run from
@@ -65,7 +67,7 @@ class TunerProposer:
     # ---- the Proposer protocol ----------------------------------------------------------------------
     def describe(self) -> str:
         seed = f"seed {self._seed}" if self._seed is not None else "unseeded"
-        line = (f"tuner: Gaussian process, expected improvement ({seed}; optuna {optuna.__version__} TPE where the "
+        line = (f"tuner: Gaussian process, expected improvement ({seed}; optuna {_optuna_version()} TPE where the "
                 "space is too large to list), the kernel's own defaults first, exhaustive when the untried space "
                 "fits the budget")
         if self._space is not None:
@@ -143,12 +145,20 @@ class TunerProposer:
 
     # ---- choosing -----------------------------------------------------------------------------------
     def _setup(self, task: TaskSummary, budget: int) -> None:
-        # Optuna logs every finished trial at INFO; the CLI's stdout carries its table or JSON.
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._space = TunableSpace(task.tunables or {}, task.tunable_constraints)
         if self._space.size == 0:
             return
         self._defaults = self._space.key(task.tunable_defaults) if task.tunable_defaults else None
+        if self._space.valid() is None:
+            self._study = self._tpe_study(budget)
+
+    def _tpe_study(self, budget: int) -> optuna.Study:
+        import optuna
+        from optuna.distributions import CategoricalDistribution
+        from optuna.samplers import TPESampler
+
+        # Optuna logs every finished trial at INFO; the CLI's stdout carries its table or JSON.
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._distributions = {n: CategoricalDistribution(vs) for n, vs in zip(self._space.names, self._space.values)}
         # Multivariate TPE models the parameters jointly: tile sizes interact (replayed on the H200's
         # exhaustive sgemm table it needed a median of 18.5 evaluations to come within 3 % of the best,
@@ -159,7 +169,7 @@ class TunerProposer:
             # constant_liar: a point proposed ahead, still being evaluated, counts as a poor one, so the next ask
             # does not land on it or next to it
             sampler = TPESampler(seed=self._seed, n_startup_trials=self._startup, multivariate=True, constant_liar=True)
-        self._study = optuna.create_study(direction="minimize", sampler=sampler)
+        return optuna.create_study(direction="minimize", sampler=sampler)
 
     def _propose_sampled(self) -> Proposal | NoProposal:
         """A space too large to list: TPE, else the fallback model over a random sample of untried valid ones."""
@@ -189,6 +199,8 @@ class TunerProposer:
         return defaults is not None and defaults not in self._tried and self._space.is_valid(defaults)
 
     def _ask(self) -> tuple[Config, Trial, str] | None:
+        from optuna.trial import TrialState
+
         assert self._study is not None and self._space is not None
         scored = len(self._study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
         strategy = "TPE" if scored >= self._startup else f"TPE random start, {scored} of {self._startup} scored"
@@ -241,11 +253,15 @@ class TunerProposer:
             trial = self._pending.pop(config)
             if trial is None:
                 return
+            from optuna.trial import TrialState
+
             if value is None:
                 self._study.tell(trial, state=TrialState.FAIL)
             else:
                 self._study.tell(trial, value)
         elif self._study is not None and self._space.contains(config):  # from before this proposer
+            from optuna.trial import TrialState, create_trial
+
             self._study.add_trial(create_trial(
                 params=self._space.as_dict(config), distributions=self._distributions,
                 value=value, state=TrialState.COMPLETE if value is not None else TrialState.FAIL))
@@ -254,6 +270,8 @@ class TunerProposer:
         """A proposal whose outcome never arrived counts as failed (and, being tried, is not offered again)."""
         for trial in self._pending.values():
             if trial is not None:
+                from optuna.trial import TrialState
+
                 self._study.tell(trial, state=TrialState.FAIL)
         self._pending.clear()
 
@@ -266,3 +284,10 @@ class TunerProposer:
     def _problems(self) -> str:
         problems = self._space.describe_problems()
         return f" (constraints that could not be evaluated: {problems})" if problems else ""
+
+
+def _optuna_version() -> str:
+    try:
+        return importlib.metadata.version("optuna")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"

@@ -25,6 +25,10 @@ extern "C" __global__ void transpose(const float* in, float* out, int rows, int 
 """
 SPIN_TIMEOUT_S = 120.0
 GOAL_S = 1.0  # from the cancel to the next call's start
+# The next call's answer may come later than an idle one's by the killed worker's respawn and, since the oracle is
+# held on the device, by its spare's first uploads of the case's inputs and oracle: 1.66-2.45 s on the H200 with
+# 8192² transposes (docs/benchmarks.md, 2026-12-04); before the device-held oracle, 0.70-0.82 s.
+RESPAWN_S = 3.0
 
 
 async def _baseline(c: Client) -> tuple[str, float]:
@@ -91,7 +95,7 @@ async def _check_cancel(c: Client, label: str) -> None:
           f"later (an idle one takes {idle_s:.3f} s; the difference, {after_s - idle_s:.3f} s, includes the killed "
           "worker's respawn)", file=sys.stderr)
     assert start_s < GOAL_S, (start_s, after_s, idle_s)
-    assert after_s - idle_s < 2 * GOAL_S, (start_s, after_s, idle_s)  # the respawn is bounded too
+    assert after_s - idle_s < RESPAWN_S, (start_s, after_s, idle_s)  # the respawn is bounded too
     await _assert_recorded_cancelled(c, run_id, "c0002")
 
 
@@ -135,7 +139,7 @@ def test_cancel_job_stops_a_background_evaluation_within_a_second(tmp_path):
             start_s, after_s = await _next_call_after(c, run_id, cancelled_at)
             print(f"job: cancel_job answered in {answered_s:.3f} s; the next evaluate ran its cases {start_s:.3f} s "
                   f"and answered {after_s:.3f} s after the cancel (an idle one takes {idle_s:.3f} s)", file=sys.stderr)
-            assert start_s < GOAL_S and after_s - idle_s < 2 * GOAL_S, (start_s, after_s, idle_s)
+            assert start_s < GOAL_S and after_s - idle_s < RESPAWN_S, (start_s, after_s, idle_s)
             await _assert_recorded_cancelled(c, run_id, "c0002")
             again = (await c.call_tool("cancel_job", {"job_id": job_id})).structured_content
             assert again["status"] == "cancelled"  # idempotent: a finished job stays as it ended
