@@ -19,7 +19,6 @@ from __future__ import annotations
 import importlib.metadata
 import math
 import random
-import warnings
 from typing import TYPE_CHECKING
 
 from cudaopt_mcp.api import TaskSummary
@@ -28,10 +27,10 @@ from cudaopt_mcp.client.proposers.model_search import next_config
 from cudaopt_mcp.client.proposers.surrogate import best_untried
 from harness_tools.task.tunable_space import Config, TunableSpace
 
-if TYPE_CHECKING:  # Optuna loads only for a space too large to list (it is a fifth of a second of start-up)
-    import optuna
-    from optuna.distributions import CategoricalDistribution
+if TYPE_CHECKING:  # Optuna loads only for a space too large to list (.tpe_study)
     from optuna.trial import Trial
+
+    from cudaopt_mcp.client.proposers.tpe_study import TpeStudy
 
 # TPE samples at random until this many configurations have a score: a fifth of the budget, 3 to 10.
 # Replayed on the H200's sgemm table, 3 instead of 10 random starts brought a 7-evaluation run from
@@ -54,15 +53,13 @@ class TunerProposer:
         self._rng = random.Random(settings.seed)
         self._space: TunableSpace | None = None
         self._defaults: Config | None = None  # the kernel's own configuration, when it gives every tunable a value
-        self._study: optuna.Study | None = None
-        self._distributions: dict[str, CategoricalDistribution] = {}
+        self._study: TpeStudy | None = None  # only for a space too large to list
         self._tried: set[Config] = set()
         self._scores: dict[Config, float | None] = {}  # ms of each evaluated configuration, None: failed
         self._seen: set[tuple[int, str | None, Config | None]] = set()  # attempts already taken into account
         self._early: list[Attempt] = []  # observed before the first propose, when the space is not known yet
         self._pending: dict[Config, Trial | None] = {}  # proposed, outcome not yet observed (TPE's trial, if any)
         self._other_attempts = 0
-        self._startup = MAX_STARTUP_TRIALS  # attempts without tunables (the baseline): counted, nothing to learn
 
     # ---- the Proposer protocol ----------------------------------------------------------------------
     def describe(self) -> str:
@@ -150,31 +147,15 @@ class TunerProposer:
             return
         self._defaults = self._space.key(task.tunable_defaults) if task.tunable_defaults else None
         if self._space.valid() is None:
-            self._study = self._tpe_study(budget)
+            from cudaopt_mcp.client.proposers.tpe_study import TpeStudy
 
-    def _tpe_study(self, budget: int) -> optuna.Study:
-        import optuna
-        from optuna.distributions import CategoricalDistribution
-        from optuna.samplers import TPESampler
-
-        # Optuna logs every finished trial at INFO; the CLI's stdout carries its table or JSON.
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self._distributions = {n: CategoricalDistribution(vs) for n, vs in zip(self._space.names, self._space.values)}
-        # Multivariate TPE models the parameters jointly: tile sizes interact (replayed on the H200's
-        # exhaustive sgemm table it needed a median of 18.5 evaluations to come within 3 % of the best,
-        # against 33.5 for independent TPE; benchmarks/tuner_replay.py). It is marked experimental.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            self._startup = max(MIN_STARTUP_TRIALS, min(MAX_STARTUP_TRIALS, budget // 5))
-            # constant_liar: a point proposed ahead, still being evaluated, counts as a poor one, so the next ask
-            # does not land on it or next to it
-            sampler = TPESampler(seed=self._seed, n_startup_trials=self._startup, multivariate=True, constant_liar=True)
-        return optuna.create_study(direction="minimize", sampler=sampler)
+            self._study = TpeStudy(self._space, self._seed,
+                                   startup=max(MIN_STARTUP_TRIALS, min(MAX_STARTUP_TRIALS, budget // 5)))
 
     def _propose_sampled(self) -> Proposal | NoProposal:
         """A space too large to list: TPE, else the fallback model over a random sample of untried valid ones."""
         if self._defaults_untried():  # a fixed trial, so TPE learns from its score like any other
-            return self._offer(self._defaults, self._enqueue(self._defaults), DEFAULTS)
+            return self._offer(self._defaults, self._study.ask_for(self._defaults), DEFAULTS)
         asked = self._ask()
         if asked is not None:
             return self._offer(*asked)
@@ -186,7 +167,7 @@ class TunerProposer:
             drawn.append(config)
         if drawn:
             config = best_untried(self._space, self._scores, drawn)
-            return self._offer(config, self._enqueue(config), FALLBACK)
+            return self._offer(config, self._study.ask_for(config), FALLBACK)
         if not any(self._space.is_valid(c) for c in self._tried):
             return NoProposal(kind="exhausted", reason=(
                 f"none of {SAMPLE_ATTEMPTS} random configurations of {self._space.size:.3g} satisfies the "
@@ -199,25 +180,15 @@ class TunerProposer:
         return defaults is not None and defaults not in self._tried and self._space.is_valid(defaults)
 
     def _ask(self) -> tuple[Config, Trial, str] | None:
-        from optuna.trial import TrialState
-
         assert self._study is not None and self._space is not None
-        scored = len(self._study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-        strategy = "TPE" if scored >= self._startup else f"TPE random start, {scored} of {self._startup} scored"
+        scored, startup = self._study.scored(), self._study.startup
+        strategy = "TPE" if scored >= startup else f"TPE random start, {scored} of {startup} scored"
         for _ in range(MAX_ASKS):
-            trial = self._study.ask(self._distributions)
-            config = self._space.key(trial.params)
+            config, trial = self._study.ask()
             if config is not None and config not in self._tried and self._space.is_valid(config):
                 return config, trial, strategy
-            # Not evaluated: a failed trial keeps the study consistent, and TPE learns only from scored ones.
-            self._study.tell(trial, state=TrialState.FAIL)
+            self._study.tell(trial, None)  # not evaluated: failed, which keeps the study consistent
         return None
-
-    def _enqueue(self, config: Config) -> Trial:
-        """A trial with fixed parameters, so an exhaustive or random pick is told to the study like any other."""
-        assert self._study is not None and self._space is not None
-        self._study.enqueue_trial(self._space.as_dict(config))
-        return self._study.ask(self._distributions)
 
     def _offer(self, config: Config, trial: Trial | None, strategy: str) -> Proposal:
         space = self._space
@@ -251,28 +222,16 @@ class TunerProposer:
         self._scores[config] = value
         if config in self._pending:
             trial = self._pending.pop(config)
-            if trial is None:
-                return
-            from optuna.trial import TrialState
-
-            if value is None:
-                self._study.tell(trial, state=TrialState.FAIL)
-            else:
+            if trial is not None:
                 self._study.tell(trial, value)
         elif self._study is not None and self._space.contains(config):  # from before this proposer
-            from optuna.trial import TrialState, create_trial
-
-            self._study.add_trial(create_trial(
-                params=self._space.as_dict(config), distributions=self._distributions,
-                value=value, state=TrialState.COMPLETE if value is not None else TrialState.FAIL))
+            self._study.add(config, value)
 
     def _abandon_pending(self) -> None:
         """A proposal whose outcome never arrived counts as failed (and, being tried, is not offered again)."""
         for trial in self._pending.values():
             if trial is not None:
-                from optuna.trial import TrialState
-
-                self._study.tell(trial, state=TrialState.FAIL)
+                self._study.tell(trial, None)
         self._pending.clear()
 
     def _exhausted_reason(self, n_valid: int) -> str:
