@@ -68,7 +68,7 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
 def run_optimize(args: argparse.Namespace) -> int:
     refused = _refusal(args)
     if refused:
-        print(f"cudaopt: error: {refused}", file=sys.stderr)
+        _say(f"error: {refused}")
         return 2
     parallel = args.parallel or _default_parallel(args)
     local: LocalServer | None = None
@@ -80,7 +80,7 @@ def run_optimize(args: argparse.Namespace) -> int:
                                     reasoning_effort=None if args.reasoning_effort == "none" else args.reasoning_effort,
                                     seed=args.seed)
         proposer = create_proposer(name, settings)  # ProposerUnavailable (a HarnessError) → exit 2 with its hint
-        print(f"cudaopt: proposer {name} ({why})", file=sys.stderr)
+        _say(f"proposer {name} ({why})")
         try:
             summary = _loop(args, proposer, name, parallel, local)
         finally:
@@ -93,7 +93,7 @@ def run_optimize(args: argparse.Namespace) -> int:
 
         page = report_after_run(args.results, summary.run_id)
         if page is not None:
-            print(f"cudaopt: report: {page}", file=sys.stderr)
+            _say(f"report: {page}")
     if args.json:
         print(summary.model_dump_json(indent=2, exclude={"attempts": {"__all__": {"evaluation"}}}))
     else:
@@ -175,9 +175,14 @@ async def _remote_report(session, run_id: str, results: Path) -> None:
     try:
         page = await fetch_report(session, run_id, results / run_id / "report")
     except (HarnessError, MCPError, OSError) as exc:  # the run is done and kept: say so, do not fail it
-        print(f"cudaopt: the server's report of {run_id} could not be read: {str(exc)[:300]}", file=sys.stderr)
+        _say(f"the server's report of {run_id} could not be read: {str(exc)[:300]}")
         return
-    print(f"cudaopt: report: {page}", file=sys.stderr)
+    _say(f"report: {page}")
+
+
+def _say(line: str) -> None:
+    """A line for the user on stderr (stdout carries only the final table or JSON)."""
+    print(f"cudaopt: {line}", file=sys.stderr)
 
 
 def _innermost(group: BaseExceptionGroup) -> BaseException:
