@@ -31,8 +31,7 @@ class LocalServer:
         self.config = ServerConfig(results_dir=results, backend=backend, transport="inprocess", workers=workers,
                                    ray_address=ray)
         self.state = ServerState.open(self.config)
-        if ray is None:  # Ray's actors start with the first call, in the loop's own thread (ray.init wants that)
-            threading.Thread(target=self._start_workers, name="cudaopt-workers", daemon=True).start()
+        threading.Thread(target=self._start_workers, name="cudaopt-workers", daemon=True).start()
 
     def _start_workers(self) -> None:
         try:

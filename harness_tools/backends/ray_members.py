@@ -23,6 +23,7 @@ from typing import Any
 from harness_tools.backends import backend_traits
 from harness_tools.backends.contract import CaseRequest, CaseRun, DeviceInfo
 from harness_tools.errors import BackendError, BackendUnavailable
+from harness_tools.run.lasting_thread import LastingThread
 
 START_TIMEOUT_S = 300.0  # scheduling an actor can wait for a node to come up
 EXTRA_S = 60.0  # beyond a case's own timeout: shipping its files both ways
@@ -37,14 +38,20 @@ def ray_module():
 
 
 def connect(address: str, workers: int | None) -> Any:
-    """Join the cluster at ``address`` ('local': start one here with ``workers`` CPUs, at least 2)."""
+    """Join the cluster at ``address`` ('local': start one here with ``workers`` CPUs, at least 2).
+
+    ``ray.init`` runs in a thread that lasts as long as this process: a local cluster's daemons die with the
+    thread that started them (PDEATHSIG), and the first call that needs Ray may come from a short-lived one."""
     ray = ray_module()
     if not ray.is_initialized():
         if address == "local":
-            ray.init(num_cpus=max(2, workers or 2), include_dashboard=False, log_to_driver=False)
+            _RAY_THREAD.call(ray.init, num_cpus=max(2, workers or 2), include_dashboard=False, log_to_driver=False)
         else:
-            ray.init(address=address, log_to_driver=False)
+            _RAY_THREAD.call(ray.init, address=address, log_to_driver=False)
     return ray
+
+
+_RAY_THREAD = LastingThread("cudaopt-ray")
 
 
 def cluster_gpus(address: str) -> int:

@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness_tools.run.lasting_thread import LastingThread
+
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
@@ -173,40 +175,10 @@ def cgroup_for(limits: Limits) -> _Cgroup | None:
     return _Cgroup(folder)
 
 
-class _Spawner:
-    """One thread that starts every limited child, so PDEATHSIG means "when this process dies"."""
-
-    def __init__(self):
-        self._jobs: queue.Queue = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def popen(self, argv: list[str], limits: Limits, cgroup: _Cgroup | None, **kwargs) -> subprocess.Popen:
-        done: queue.Queue = queue.Queue(maxsize=1)
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._serve, name="cudaopt-spawner", daemon=True)
-                self._thread.start()
-        self._jobs.put((argv, limits, cgroup, kwargs, done))
-        ok, value = done.get()
-        if not ok:
-            raise value
-        return value
-
-    def _serve(self) -> None:
-        while True:
-            argv, limits, cgroup, kwargs, done = self._jobs.get()
-            procs = [cgroup.procs] if cgroup is not None else []
-            try:
-                proc = subprocess.Popen(argv, preexec_fn=_preexec(limits, os.getpid(), procs), **kwargs)
-                done.put((True, proc))
-            except BaseException as exc:  # handed to the caller's thread
-                done.put((False, exc))
-
-
-_SPAWNER = _Spawner()
+_SPAWNER = LastingThread("cudaopt-spawner")  # every limited child, so PDEATHSIG means "when this process dies"
 
 
 def spawn_thread_popen(argv: list[str], limits: Limits, cgroup: _Cgroup | None = None, **kwargs) -> subprocess.Popen:
     """``subprocess.Popen`` from the long-lived spawner thread, with ``limits`` applied in the child."""
-    return _SPAWNER.popen(argv, limits, cgroup, **kwargs)
+    procs = [cgroup.procs] if cgroup is not None else []
+    return _SPAWNER.call(subprocess.Popen, argv, preexec_fn=_preexec(limits, os.getpid(), procs), **kwargs)
