@@ -5,9 +5,12 @@ Contexts come from the real bundled tasks; a score function of the parameters st
 
 from __future__ import annotations
 
+import gzip
 import itertools
+import json
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +24,7 @@ from harness_tools.task.loading import resolve_task
 
 NARROW = {"BM": [64, 256], "BN": [64, 128], "BK": [8, 32], "TM": [4, 8], "TN": [4, 8], "MINB": [1, 3],
           "WIDE_MIN": [-1]}  # 35 of 64 valid
+ROOT = Path(__file__).resolve().parents[3]
 OPTIMUM = {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1, "WIDE_MIN": 128}  # a valid sgemm configuration
 DEFAULTS = {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "MINB": 2, "WIDE_MIN": -1}  # sgemm's tuned.cu #ifndef values
 
@@ -293,6 +297,22 @@ def test_the_seeded_model_finds_the_synthetic_optimum_well_before_random_search_
         if loop.step(proposer).tunables == OPTIMUM:
             break
     assert loop.proposals[-1].tunables == OPTIMUM, f"not found in 20 iterations with seed {seed}"
+
+
+def test_on_a_measured_landscape_the_tuner_makes_the_moves_one_parameter_at_a_time_cannot():
+    """The H200's sgemm table (benchmarks/tables), one shape's median as the objective: from where one-parameter
+    moves lead (MINB=2, WIDE_MIN=-1), the best tile needs MINB and WIDE_MIN changed together. Mixing the best
+    configurations' values reached within 3 % of the best within 40 evaluations in 8 of seeds 0-11 when this test
+    was written; the best's neighbours alone, in 3."""
+    document = json.loads(gzip.decompress((ROOT / "benchmarks" / "tables" / "table_sgemm.json.gz").read_bytes()))
+    medians = {key(p["tunables"]): p["case_medians_ms"]["perf_8192x2048x1024"] for p in document["points"]}
+    target = 1.03 * min(medians.values())
+    reached = 0
+    for seed in range(12):
+        loop = Loop(sgemm(), max_iterations=40, score=lambda t: medians[key(t)])
+        loop.run(tuner(seed), 40)
+        reached += min(medians[key(p.tunables)] for p in loop.proposals) <= target
+    assert reached >= 7, f"within 3 % of the best in {reached} of 12 seeds"
 
 
 def test_a_failed_configuration_is_told_to_the_model_and_it_steers_away():
