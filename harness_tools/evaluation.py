@@ -34,7 +34,7 @@ from harness_tools.check.compare import OutputComparison, compare, keep_largest_
 from harness_tools.check.custom_check import custom_check_failure, judged_by_check
 from harness_tools.check.device_compare import Once, compared_on_device, device_checks_for, with_checks
 from harness_tools.check.failure_hints import hints_for
-from harness_tools.check.inputs import fresh_seed
+from harness_tools.check.inputs import SCHEME, fresh_seed
 from harness_tools.check.memory_fit import check_memory  # also the service's, through this module
 from harness_tools.check.reference import expected_outputs
 from harness_tools.check.same_inputs_rerun import rerun_differences
@@ -110,6 +110,8 @@ class EvaluationResult(BaseModel):
     task: str
     backend: str
     seed: int
+    input_scheme: int = Field(1, description="how the inputs follow from the seed (check.inputs.SCHEME): the same "
+                              "seed and scheme draw the same inputs; a record from before this field reads 1")
     candidate: str = Field(description="content hash of the candidate")
     compile: CompileResult
     correct: bool
@@ -148,8 +150,9 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
         clash = None
     compiled = compile_candidate(first, device.arch, timeout_s=compile_budget(deadline - time.perf_counter()))
     overhead.compile_ms = compiled.compile_ms if not compiled.cached else 0.0
-    result = EvaluationResult(task=task.name, backend=backend.name, seed=seed, candidate=candidate.digest(),
-                              compile=compiled, correct=False, environment=env, overhead=overhead)
+    result = EvaluationResult(task=task.name, backend=backend.name, seed=seed, input_scheme=SCHEME,
+                              candidate=candidate.digest(), compile=compiled, correct=False, environment=env,
+                              overhead=overhead)
     mismatch = parameter_problem(task.spec, compiled, candidate) if compiled.ok else None
     if clash or not compiled.ok or mismatch:  # nothing runs; a kernel with the wrong parameters means nothing
         result.failure = (f"defines: {clash}" if clash else f"signature: {mismatch}" if mismatch

@@ -4,7 +4,8 @@
   Each buffer's stream is keyed by (seed, case name, buffer name): one case never shifts another. A buffer
   of more than :data:`PIECE` elements is drawn in pieces of that many, piece i from the key plus i, on the
   host's cores at once (an 800M-element input took seconds in one stream); the values depend on the seed
-  only, never on the number of threads. A task
+  only, never on the number of threads. How values follow from the seed is versioned (:data:`SCHEME`, recorded
+  in every evaluation), so a replay knows whether it sees the same inputs. A task
   whose inputs have structure (sorted keys, a polygon, a sparse matrix) builds them itself instead:
   :mod:`harness_tools.check.generated_inputs`.
 * Outputs are prefilled with the byte 0xFF (a NaN for every float width, -1/max for integers) before every
@@ -49,6 +50,9 @@ from harness_tools.task.spec import (
 
 
 PIECE = 1 << 22  # elements: a larger buffer is drawn in independently seeded pieces of this many
+# How input values follow from (seed, case, buffer); raised whenever the same seed would draw other values.
+# 1: every buffer in one stream. 2: buffers over PIECE elements in pieces (smaller ones as in 1).
+SCHEME = 2
 MAX_DRAW_THREADS = 32
 
 

@@ -125,3 +125,18 @@ def test_the_reference_sees_the_rounded_half_values_and_scalars():
     ref = reference_inputs(HALF_SPEC, HALF_SPEC.cases[0], arrays)
     assert ref["b"].dtype == np.float64 and np.array_equal(ref["b"], arrays["b"].astype(np.float64))
     assert ref["s"] == float(np.array(0.1).astype(numpy_dtype("bfloat16")).astype(np.float64)) != 0.1
+
+
+def test_an_evaluation_records_how_its_inputs_follow_from_the_seed(cpu_backend):
+    """A replay draws the same inputs only under the same scheme: the record says which; one written before the
+    field existed (its large buffers drawn in one stream) reads as scheme 1."""
+    from harness_tools.evaluation import EvaluationConfig, EvaluationResult, evaluate
+    from harness_tools.task import candidate as candidates
+    from harness_tools.task.loading import resolve_task
+
+    task = resolve_task("transpose")
+    result = evaluate(task, candidates.baseline(task), cpu_backend, EvaluationConfig(roles=["validation"], seed=5))
+    assert result.correct and result.input_scheme == inputs.SCHEME >= 2
+    older = result.model_dump(mode="json")
+    del older["input_scheme"]
+    assert EvaluationResult.model_validate(older).input_scheme == 1
