@@ -276,6 +276,8 @@ class EvaluateOutput(BaseModel):
     best_before_ms: float | None = None
     speedup_vs_best: float | None = None
     new_best: bool = False
+    best_score_ms: float | None = Field(None, description="the run's best score after this call: a crowned "
+                                                          "candidate's head-to-head measurement, not this one")
     best_decision: str | None = Field(None, description="why this result did or did not become the run's best")
     agrees_with_best: bool | None = Field(None, description="on a re-measurement of the best: whether it agrees, within "
                                                             "the noise, with the best's recorded score")

@@ -22,6 +22,7 @@ class Terminal:
         self.total = 0
         self.done = 0
         self.best_ms: float | None = None
+        self.best_speedup: float | None = None  # the server's figure: for a crowned best, like for like
         self.baseline_ms: float | None = None
         self.unit = "ms"
         self._status = ""
@@ -53,6 +54,9 @@ class Terminal:
             self.done += 1
         if attempt.correct and attempt.score_ms is not None and label != "confirm" and (attempt.new_best or self.best_ms is None):
             self.best_ms = attempt.score_ms  # the server's best: a lower number inside the noise is not progress
+            self.best_speedup = attempt.speedup_vs_baseline
+        if attempt.evaluation is not None and attempt.evaluation.best_score_ms and label != "confirm":
+            self.best_ms = attempt.evaluation.best_score_ms  # as recorded: a crowned best's head-to-head score
         name = label or ("baseline" if attempt.iteration == 0 and attempt.proposal is None else f"iteration {attempt.iteration}")
         self._line(f"{name}: {describe(attempt, self.unit)}")
 
@@ -63,8 +67,9 @@ class Terminal:
     def _bar(self) -> str:
         filled = int(BAR * self.done / self.total) if self.total else BAR
         best = f"best {self.best_ms:.4g} {self.unit}" if self.best_ms is not None else "no score yet"
-        if self.best_ms and self.baseline_ms:
-            best += f" ({self.baseline_ms / self.best_ms:.2f}x the baseline)"
+        speedup = self.best_speedup or (self.baseline_ms / self.best_ms if self.best_ms and self.baseline_ms else None)
+        if speedup:
+            best += f" ({speedup:.2f}x the baseline)"
         return f"[{'#' * filled}{'.' * (BAR - filled)}] {self.done}/{self.total} · {best}"
 
     def _show(self, status: str) -> None:
@@ -89,11 +94,32 @@ def describe(attempt: Attempt, unit: str = "ms") -> str:
     if attempt.correct and attempt.score_ms is not None:
         text = f"{cid}correct, {attempt.score_ms:.4g} {unit}"
         if attempt.speedup_vs_baseline and attempt.proposal is not None:
-            text += f", {attempt.speedup_vs_baseline:.2f}x the baseline"
-        return text + (" — new best" if attempt.new_best and attempt.proposal is not None else "")
+            text += _versus_baseline(attempt, unit)
+        return text + (" — new best" if attempt.new_best and attempt.proposal is not None else _why_not_best(attempt))
     if attempt.correct:
         return f"{cid}correct (no timed case)"
     return f"{cid}{attempt.status}: {(attempt.failure or '').splitlines()[0][:140] if attempt.failure else ''}"
+
+
+def _versus_baseline(attempt: Attempt, unit: str) -> str:
+    """The speed-up over the baseline. A best crowned head to head has the head-to-head's figure, with the baseline
+    timed beside it: then say so, with the score it was crowned at (a noisy first baseline or first measurement
+    would make the plain ratio disagree)."""
+    speedup, out = attempt.speedup_vs_baseline, attempt.evaluation
+    plain = out.baseline_score_ms / attempt.score_ms if out is not None and out.baseline_score_ms else None
+    if not attempt.new_best or plain is None or abs(plain / speedup - 1) <= 0.01:
+        return f", {speedup:.2f}x the baseline"
+    crowned = f"{out.best_score_ms:.4g} {unit}, " if out.best_score_ms else ""
+    return f"; head to head {crowned}{speedup:.2f}x the baseline timed beside it"
+
+
+def _why_not_best(attempt: Attempt) -> str:
+    """A score below the best's that did not become the best: the server's reason (noise, a lost head-to-head round,
+    hidden shapes), so a faster-looking line is not read as a mistake."""
+    out = attempt.evaluation
+    if attempt.new_best or not attempt.speedup_vs_best or attempt.speedup_vs_best <= 1 or out is None:
+        return ""
+    return f" — {out.best_decision[:160]}" if out.best_decision else ""
 
 
 def final_table(summary: LoopSummary) -> str:

@@ -195,9 +195,10 @@ def _update_scores(state: ServerState, run_id: str, candidate_id: str, task: Tas
     if score:
         out.speedup_vs_baseline = round(baseline / score, 4) if baseline else None
         out.speedup_vs_best = round(best.score_ms / score, 4) if best else None
-    crowned = store.best(run_id) if out.new_best else None
-    if crowned is not None and crowned.baseline_score_ms:  # like with like: both timed in the head-to-head
-        out.speedup_vs_baseline = round(crowned.baseline_score_ms / crowned.score_ms, 4)
+    now = store.best(run_id)
+    out.best_score_ms = now.score_ms if now is not None else None
+    if out.new_best and now is not None and now.baseline_score_ms:  # like with like: both timed in the head-to-head
+        out.speedup_vs_baseline = round(now.baseline_score_ms / now.score_ms, 4)
 
 
 def _validated(task: Task, folder: Path) -> bool:

@@ -45,6 +45,8 @@ def test_clones_of_the_best_never_become_best_and_a_real_gain_does_head_to_head(
     assert best["score_ci"]["high_ms"] < best["incumbent_ci"]["low_ms"] * 0.95  # by more than cpu's 5 % floor
     assert best["baseline_score_ms"] is None or best["baseline_score_ms"] == best["incumbent_score_ms"]
     assert fast.speedup_vs_baseline == pytest.approx(best["incumbent_score_ms"] / best["score_ms"], rel=1e-3)
+    assert fast.best_score_ms == best["score_ms"]  # the head-to-head's score, as recorded, not the offer's own
+    assert all(c.best_score_ms == base.best_score_ms == base.score_ms for c in clones)
 
     again = _evaluate(state, run_id, candidate_id=fast.candidate_id)
     assert not again.new_best and again.agrees_with_best is not None
