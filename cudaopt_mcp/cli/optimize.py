@@ -94,13 +94,7 @@ def run_optimize(args: argparse.Namespace) -> int:
         page = report_after_run(args.results, summary.run_id)
         if page is not None:
             _say(f"report: {page}")
-    if args.json:
-        print(summary.model_dump_json(indent=2, exclude={"attempts": {"__all__": {"evaluation"}}}))
-    else:
-        from cudaopt_mcp.client.terminal import final_table
-
-        print(final_table(summary))
-    sys.stdout.flush()
+    _result(summary, args.json)
     return 0 if summary.found_correct else 1
 
 
@@ -178,6 +172,16 @@ async def _remote_report(session, run_id: str, results: Path) -> None:
         _say(f"the server's report of {run_id} could not be read: {str(exc)[:300]}")
         return
     _say(f"report: {page}")
+
+
+def _result(summary: LoopSummary, as_json: bool) -> None:
+    """The command's result, the only thing it writes to stdout: the JSON summary or the final table."""
+    from cudaopt_mcp.client.terminal import final_table
+
+    text = summary.model_dump_json(indent=2, exclude={"attempts": {"__all__": {"evaluation"}}}) if as_json \
+        else final_table(summary)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 
 
 def _say(line: str) -> None:

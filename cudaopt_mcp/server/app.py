@@ -121,14 +121,18 @@ def _version() -> str:
 def check_jail(config: ServerConfig) -> None:
     """Say at start whether candidate code is jailed; refuse HTTP off loopback when it is not."""
     state = jail.require_active()
-    print(f"cudaopt-mcp: {state.describe()}", file=sys.stderr, flush=True)
+    _say(state.describe())
     if state.active:
         return
     if config.transport == "http" and not is_loopback(config.host):
         raise ServeError(f"refusing to serve HTTP on {config.host!r}: remote clients' kernels would run unjailed "
                          f"({state.detail}); make the jail work (cudaopt doctor says why not) or bind a loopback host")
-    print("cudaopt-mcp: WARNING: candidate code runs unjailed, with this user's rights: serve only kernels you trust",
-          file=sys.stderr, flush=True)
+    _say("WARNING: candidate code runs unjailed, with this user's rights: serve only kernels you trust")
+
+
+def _say(line: str) -> None:
+    """A line for the operator on stderr: with the stdio transport, stdout carries protocol messages only."""
+    print(f"cudaopt-mcp: {line}", file=sys.stderr, flush=True)
 
 
 def serve(config: ServerConfig) -> int:
@@ -158,7 +162,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         return serve(config_from_args(args))
     except (ServeError, HarnessError) as exc:
-        print(f"cudaopt-mcp: error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
         return 2
     except KeyboardInterrupt:
         return 0
