@@ -240,6 +240,9 @@ class CaseOutcome(BaseModel):
     cv: float | None = None
     median_ci_ms: list[float] | None = Field(None, description="95 % confidence interval of the median [low, high]")
     reps: int | None = None
+    planned_reps: int | None = Field(None, description="the plan's timed launches, when fewer (reps) were timed")
+    timing_stopped: str | None = Field(None, description="why fewer than the planned launches were timed: clearly "
+                                       "slower than the run's best on this case (the time step times in full)")
     tflops: float | None = None
     gbps: float | None = None
 

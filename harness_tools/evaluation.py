@@ -59,6 +59,9 @@ CaseStatus = Literal["passed", "mismatch", "run_error", "corrupted", "race", "sk
 class EvaluationConfig(BaseModel):
     seed: int | None = Field(None, ge=0, lt=1 << 64, description="input seed; None draws a fresh one (it is recorded)")
     timing: TimingPlan | None = Field(TimingPlan(), description="None: launch and check, never time")
+    stop_timing_above_ms: dict[str, float] = Field(
+        default_factory=dict, description="per performance case: stop timing it early once its median is clearly "
+        "above this many ms (the plan's stop_above_ms), e.g. the run's best there plus a margin")
     roles: list[Literal["validation", "performance"]] = Field(["validation", "performance"], max_length=2)
     timeout_s: float = Field(120.0, gt=0, description="budget of the whole evaluation: the compile plus every case "
                                                       "(each gets what is left); cases after it is spent are skipped")
@@ -252,6 +255,8 @@ class _CaseRunner:
         self.overhead.reference_ms += (t2 - t1) * 1e3
         timing = self.config.timing if case.role == "performance" and not self.any_failed else None
         timing = timing if timing is not None and timing.reps > 0 else None
+        if timing is not None and case.name in self.config.stop_timing_above_ms:
+            timing = timing.model_copy(update={"stop_above_ms": self.config.stop_timing_above_ms[case.name]})
         try:
             request = case_request(candidate, compiled, case.sizes, with_checks(args, checks), case_dir / "out", timing,
                                    placement_for(case.role), self.max_shared)

@@ -95,6 +95,7 @@ def describe(attempt: Attempt, unit: str = "ms") -> str:
         text = f"{cid}correct, {attempt.score_ms:.4g} {unit}"
         if attempt.speedup_vs_baseline and attempt.proposal is not None:
             text += _versus_baseline(attempt, unit)
+        text += _timed_in_part(attempt)
         return text + (" — new best" if attempt.new_best and attempt.proposal is not None else _why_not_best(attempt))
     if attempt.correct:
         return f"{cid}correct (no timed case)"
@@ -111,6 +112,13 @@ def _versus_baseline(attempt: Attempt, unit: str) -> str:
         return f", {speedup:.2f}x the baseline"
     crowned = f"{out.best_score_ms:.4g} {unit}, " if out.best_score_ms else ""
     return f"; head to head {crowned}{speedup:.2f}x the baseline timed beside it"
+
+
+def _timed_in_part(attempt: Attempt) -> str:
+    """A score from fewer launches than planned (clearly slower than the best: service.early_stop) says so."""
+    cases = attempt.evaluation.cases if attempt.evaluation is not None else []
+    launches = ", ".join(f"{c.reps} of {c.planned_reps}" for c in cases if c.planned_reps)
+    return f" (timed {launches} launches: clearly slower than the best)" if launches else ""
 
 
 def _why_not_best(attempt: Attempt) -> str:

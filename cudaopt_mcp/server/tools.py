@@ -199,7 +199,10 @@ def register(server: MCPServer) -> None:
         (passed / mismatch / run_error / corrupted / skipped) with max abs/rel error, the first mismatching
         element, CUDA error names, per-case median latency, the score (geometric mean of performance
         medians, only when everything passed), speed-ups vs the run's baseline and best, and registers.
-        A candidate that does not compile or is not correct is returned as an error result with the
+        A candidate clearly slower than the run's best on a performance case (its median's interval
+        wholly above the best's median there plus a margin, 10 % by default) stops being timed there
+        early, and the case says so (timing_stopped); time always times the full plan. A candidate that
+        does not compile or is not correct is returned as an error result with the
         evidence. On the cpu backend the validation cases and the performance cases sized for a CPU run;
         its timings are CPU wall clock and rank CPU execution, not GPU speed.
         Typically a few seconds; progress notifications are sent while it runs."""

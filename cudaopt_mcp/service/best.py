@@ -172,7 +172,7 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
     if baseline_id and baseline_id not in contenders:
         contenders[baseline_id] = load_candidate(state, run_id, baseline_id)
     config = offered.config.model_copy(update={"seed": offered.result.seed, "roles": ["performance"], "outputs_dir": None,
-                                               "timeout_s": HEAD_TO_HEAD_TIMEOUT_S})
+                                               "timeout_s": HEAD_TO_HEAD_TIMEOUT_S, "stop_timing_above_ms": {}})
     samples: dict[str, dict[str, list[float]]] = {cid: {} for cid in contenders}
     per_round: dict[str, list[float]] = {cid: [] for cid in contenders}
     order = list(contenders)

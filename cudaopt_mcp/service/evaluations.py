@@ -32,6 +32,7 @@ from cudaopt_mcp.service.best import Offer
 from cudaopt_mcp.service.best import offer as offer_best
 from cudaopt_mcp.service.cancelled import recorded_if_cancelled
 from cudaopt_mcp.service.candidates import build_candidate, compile_stored, load_candidate, register_candidate
+from cudaopt_mcp.service.early_stop import stop_bounds
 from cudaopt_mcp.service.kept_outputs import forget_passed_outputs, keep_outputs
 from cudaopt_mcp.service.pooled import evaluate_pooled
 from cudaopt_mcp.service.progress import Progress, no_progress
@@ -71,12 +72,14 @@ def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: s
         else:
             cand = build_candidate(task, candidate)
             candidate_id, _ = register_candidate(state, run_id, task, cand, note, candidate.tunables)
+        bounds = stop_bounds(state, run_id, candidate_id) if step == "evaluate" else {}
     # compiling and running need no lock on the run: its other candidates evaluate meanwhile on other workers; one
     # candidate is worked on by one call at a time (its records are one set), the next waits here
     with state.claimed(run_id, candidate_id), recorded_if_cancelled(state, run_id, candidate_id, step):
             out = _execute(state, step, run_id, candidate_id, task, cand, roles, progress,
                            EvaluationConfig(seed=timing.seed, timeout_s=timing.timeout_s, roles=["validation"],
-                                            timing=None if step == "run" else state.timing_plan(timing.warmup, timing.reps)))
+                                            timing=None if step == "run" else state.timing_plan(timing.warmup, timing.reps),
+                                            stop_timing_above_ms=bounds))
     progress(4, 4, "done")
     out.elapsed_s = round(time.perf_counter() - started, 3)
     return out

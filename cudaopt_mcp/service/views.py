@@ -232,6 +232,11 @@ def case_outcome(case: CaseResult, with_timing: bool = True) -> CaseOutcome:
         out.median_ms, out.min_ms, out.iqr_ms, out.cv, out.reps = t.median_ms, t.min_ms, t.iqr_ms, t.cv, t.n
         out.median_ci_ms = [t.median_ci.low_ms, t.median_ci.high_ms] if t.median_ci else None
         out.tflops, out.gbps = case.tflops, case.gbps
+        out.planned_reps = t.planned_reps
+        if t.stopped_above_ms is not None and t.median_ci is not None:
+            out.timing_stopped = (f"timed {t.n} of {t.planned_reps} launches: stopped once clearly slower than the "
+                                  f"run's best here (the median's interval starts at {t.median_ci.low_ms:.4g} ms, "
+                                  f"above {t.stopped_above_ms:.4g} ms: the best's median plus a margin)")
     return out
 
 

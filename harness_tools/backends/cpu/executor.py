@@ -35,7 +35,7 @@ from harness_tools.backends.contract import (
 from harness_tools.backends.cpu.build import runtime_library
 from harness_tools.backends.cpu.translate import needs_fibers
 from harness_tools.backends.kernel_args import argument_array
-from harness_tools.run.timing import summarize
+from harness_tools.run.timing import clearly_above, look_due, summarize
 from harness_tools.task.dtypes import numpy_dtype, storable
 
 OK, KERNEL_ERROR, OUT_OF_BOUNDS, CRASH, BAD_LAUNCH = range(5)
@@ -135,7 +135,9 @@ class CpuExecutor:
                     return self._failure(code, error.value.decode(errors="replace"), run)
                 if i >= request.timing.warmup:
                     samples.append((time.perf_counter() - t0) * 1e3)
-            run.timing = summarize(samples, clock="cpu-wall-clock")
+                    if look_due(len(samples), request.timing) and clearly_above(samples, request.timing):
+                        break
+            run.timing = summarize(samples, clock="cpu-wall-clock", plan=request.timing)
             run.time_ms = (time.perf_counter() - begin) * 1e3
         return run
 

@@ -191,7 +191,7 @@ class CudaExecutor:
             if request.timing is not None:
                 start = time.perf_counter()
                 timer = _EventTimer(self, launch_all, request.timing.reps)
-                run.timing = summarize(measure(timer, request.timing))
+                run.timing = summarize(measure(timer, request.timing), plan=request.timing)
                 run.time_ms = (time.perf_counter() - start) * 1e3
         except CudaFailure as failure:
             run.status = "launch_error"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 
-from cudaopt_mcp.api import CompileBrief, EvaluateOutput
+from cudaopt_mcp.api import CaseOutcome, CompileBrief, EvaluateOutput
 from cudaopt_mcp.client.proposal import Attempt, Proposal
 from cudaopt_mcp.client.terminal import Terminal
 
@@ -66,3 +66,15 @@ def test_a_best_whose_speed_up_is_the_plain_ratio_is_not_called_timed_beside_it(
     best = attempt(1, 1.0, 2.0, 2.0, True, baseline_ms=2.0, best_ms=1.0)
     line = lines(base, best)[1]
     assert "1 ms CPU, 2.00x the baseline — new best" in line and line.endswith("(2.00x the baseline)")
+
+
+def test_a_score_timed_in_part_says_so_and_a_full_one_says_nothing():
+    base = attempt(0, 11.13, 1.0, None, True, best_ms=11.13)
+    slow = attempt(1, 40.2, 0.28, 0.28, False, "not a new best: 40.2 ms is slower than the best, c0001", best_ms=11.13)
+    slow.evaluation.cases = [CaseOutcome(name="perf_a", role="performance", status="passed", passed=True, median_ms=40.2,
+                                         reps=5, planned_reps=30, timing_stopped="timed 5 of 30 launches: ..."),
+                             CaseOutcome(name="perf_b", role="performance", status="passed", passed=True, median_ms=9.0,
+                                         reps=30)]
+    shown = lines(base, slow)
+    assert "40.2 ms CPU, 0.28x the baseline (timed 5 of 30 launches: clearly slower than the best)" in shown[1]
+    assert "timed" not in shown[0]

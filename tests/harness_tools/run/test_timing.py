@@ -63,3 +63,33 @@ def test_measure_without_flush():
     timer = ScriptedTimer()
     measure(timer, TimingPlan(warmup=0, reps=1, flush_l2=False))
     assert timer.ops == ["start0", "launch", "stop0", "sync"]
+
+
+def test_a_plan_with_a_bound_stops_at_the_first_look_whose_interval_lies_above_it():
+    timer = ScriptedTimer()  # the i-th sample is i + 1 ms
+    samples = measure(timer, TimingPlan(warmup=0, reps=30, flush_l2=False, stop_above_ms=0.5))
+    assert samples == [1.0, 2.0, 3.0, 4.0, 5.0]  # five samples: their range, [1, 5], is the interval
+    assert timer.ops[-2:] == ["stop4", "sync"] and timer.ops.count("sync") == 1
+
+    timer = ScriptedTimer()
+    samples = measure(timer, TimingPlan(warmup=0, reps=30, flush_l2=False, stop_above_ms=1.0))
+    assert len(samples) == 10  # at 5 the interval starts at the bound itself; at 10 it starts at 2
+    assert timer.ops.count("sync") == 2
+
+
+def test_nothing_that_could_be_under_the_bound_is_cut_short():
+    timer = ScriptedTimer()
+    samples = measure(timer, TimingPlan(warmup=0, reps=12, flush_l2=False, stop_above_ms=2.5))
+    assert len(samples) == 12  # at 5 and 10 the interval starts at 1 and 2: it could hold the bound
+    assert timer.ops.count("sync") == 3  # two looks and the end; the last launch needs no look
+    stats = summarize(samples, plan=TimingPlan(reps=12, stop_above_ms=2.5))
+    assert stats.stopped_above_ms is None and stats.planned_reps is None
+
+    timer = ScriptedTimer()
+    assert len(measure(timer, TimingPlan(warmup=0, reps=12, flush_l2=False))) == 12
+    assert timer.ops.count("sync") == 1  # no bound, no look: one synchronisation at the end, as always
+
+
+def test_the_statistics_of_a_stopped_plan_say_so():
+    stats = summarize([3.0, 1.0, 2.0, 4.0, 5.0], plan=TimingPlan(reps=30, stop_above_ms=0.5))
+    assert (stats.n, stats.planned_reps, stats.stopped_above_ms, stats.median_ms) == (5, 30, 0.5, 3.0)

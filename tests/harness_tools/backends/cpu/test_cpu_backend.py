@@ -6,6 +6,7 @@ import pytest
 
 from harness_tools.backends.cpu.translate import unsupported
 from harness_tools.evaluation import EvaluationConfig, evaluate
+from harness_tools.run.timing import TimingPlan
 from harness_tools.task import candidate as candidates
 from harness_tools.task.loading import bundled_task_names, resolve_task
 from harness_tools.task.spec import LaunchSpec
@@ -88,6 +89,24 @@ def test_every_bundled_baseline_passes_on_cpu(cpu_backend, name):
     result = evaluate(task, candidates.baseline(task), cpu_backend, VALIDATION)
     assert result.correct, result.failure
     assert result.backend == "cpu"
+
+
+def test_timing_stops_early_only_where_the_median_is_clearly_above_the_bound(cpu_backend):
+    task = resolve_task("reduce_sum")
+    (case,) = task.spec.cases_for(["performance"], "cpu")
+    plan = TimingPlan(warmup=1, reps=15)
+
+    def timed(bound: float):
+        config = EvaluationConfig(roles=["performance"], timing=plan, timeout_s=120, stop_timing_above_ms={case.name: bound})
+        result = evaluate(task, candidates.baseline(task), cpu_backend, config)
+        assert result.correct, result.failure
+        return result.cases[0].timing
+
+    stopped = timed(1e-6)
+    assert (stopped.n, stopped.planned_reps, stopped.stopped_above_ms) == (5, 15, 1e-6)
+    assert stopped.median_ms == sorted(stopped.samples_ms)[2]  # an honest median of what was timed
+    full = timed(1e6)
+    assert (full.n, full.planned_reps, full.stopped_above_ms) == (15, None, None)
 
 
 @pytest.mark.parametrize("name", bundled_task_names())

@@ -147,3 +147,17 @@ def test_same_seed_replays_the_same_inputs(cuda_backend):
     b = evaluate(task, candidates.baseline(task), cuda_backend, config)
     assert a.seed == b.seed == 1234
     assert [c.max_abs_err for c in a.cases] == [c.max_abs_err for c in b.cases]
+
+
+def test_timing_stops_early_only_where_the_median_is_clearly_above_the_bound(cuda_backend):
+    task = resolve_task("transpose")
+    names = [c.name for c in task.spec.cases_for(["performance"], "cuda")]
+    low, high = names[0], names[1:]  # every case but the first gets a bound no kernel comes near
+    bounds = {low: 1e-6, **{name: 1e6 for name in high}}
+    config = EvaluationConfig(roles=["performance"], timing=TimingPlan(warmup=2, reps=30), timeout_s=60,
+                              stop_timing_above_ms=bounds)
+    result = evaluate(task, candidates.baseline(task), cuda_backend, config)
+    assert result.correct, result.failure
+    timings = {c.name: c.timing for c in result.cases}
+    assert (timings[low].n, timings[low].planned_reps, timings[low].stopped_above_ms) == (5, 30, 1e-6)
+    assert all(timings[name].n == 30 and timings[name].stopped_above_ms is None for name in high)
