@@ -19,7 +19,7 @@ import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from cudaopt_mcp.service.state import ServerConfig, ServerState
+from cudaopt_mcp.service.state import STOP_MARGIN, ServerConfig, ServerState
 
 log = logging.getLogger("cudaopt")
 
@@ -27,9 +27,10 @@ log = logging.getLogger("cudaopt")
 class LocalServer:
     """An open server state whose workers are starting; :meth:`session` serves it, :meth:`close` ends it."""
 
-    def __init__(self, results: Path, backend: str | None, workers: int | None, ray: str | None):
+    def __init__(self, results: Path, backend: str | None, workers: int | None, ray: str | None,
+                 full_timing: bool = False):
         self.config = ServerConfig(results_dir=results, backend=backend, transport="inprocess", workers=workers,
-                                   ray_address=ray)
+                                   ray_address=ray, stop_margin=None if full_timing else STOP_MARGIN)
         self.state = ServerState.open(self.config)
         threading.Thread(target=self._start_workers, name="cudaopt-workers", daemon=True).start()
 

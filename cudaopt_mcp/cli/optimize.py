@@ -44,6 +44,10 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
                                                  "a GPU, the server's on cpu); the best is confirmed with the server's "
                                                  "full plan (10 + 100 on a GPU)")
     parser.add_argument("--no-confirm", action="store_true", help="skip re-evaluating the best on fresh inputs")
+    parser.add_argument("--full-timing", action="store_true",
+                        help="time every candidate with the full plan (default: a case clearly slower than the best, "
+                             "by over 10 %%, stops being timed early); with --server, the server decides (its "
+                             "--full-timing)")
     parser.add_argument("--compile-ahead", choices=["auto", "on", "off"], default="auto",
                         help="compile the tuner's next candidate while the current one is timed (auto: on a GPU "
                              "backend only; the cpu backend's clock is the host's CPU, which the compiler would share)")
@@ -73,7 +77,8 @@ def run_optimize(args: argparse.Namespace) -> int:
     parallel = args.parallel or _default_parallel(args)
     local: LocalServer | None = None
     if not args.server:  # first: its workers start while the proposer and the MCP side load
-        local = LocalServer(args.results, args.backend, parallel if parallel > 1 or args.ray else None, args.ray)
+        local = LocalServer(args.results, args.backend, parallel if parallel > 1 or args.ray else None, args.ray,
+                            args.full_timing)
     try:
         name, why = choose(args.proposer)
         settings = ProposerSettings(model=args.model, base_url=args.base_url, request_timeout_s=args.request_timeout,
@@ -133,6 +138,8 @@ def _refusal(args: argparse.Namespace) -> str | None:
     """What is wrong with the command line, before any work: the first problem, or None."""
     if bool(args.task) == bool(args.run):
         return "give a task, or --run RUN_ID to continue a run (not both)"
+    if args.full_timing and args.server:
+        return "--full-timing is the server's choice: start it with `cudaopt serve --full-timing`"
     if args.max_iterations < 0:
         return "--max-iterations must be 0 or more"
     if args.ahead is not None and not 1 <= args.ahead <= 32:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cudaopt_mcp.service.state import ServerConfig
+from cudaopt_mcp.service.state import STOP_MARGIN, ServerConfig
 from harness_tools import available_backends
 
 
@@ -27,6 +27,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray", metavar="ADDRESS",
                         help="workers as Ray actors of this cluster, one GPU each (or one CPU on the cpu backend); "
                              "'auto' joins the local node's cluster, 'local' starts one here (needs cudaopt[ray])")
+    parser.add_argument("--full-timing", action="store_true",
+                        help="evaluate times every candidate with the full plan (default: a case clearly slower than "
+                             "the run's best, by over 10 %%, stops being timed early)")
     parser.add_argument("--task-root", type=Path, action="append", default=[], metavar="DIR",
                         help="folder whose task folders HTTP clients may load (repeatable; stdio clients may load any)")
 
@@ -44,4 +47,5 @@ def _at_least_one(text: str) -> int:
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     return ServerConfig(results_dir=args.results, backend=args.backend, transport=args.transport,
                         task_roots=tuple(args.task_root), host=args.host, port=args.port,
-                        workers=getattr(args, "workers", None), ray_address=getattr(args, "ray", None))
+                        workers=getattr(args, "workers", None), ray_address=getattr(args, "ray", None),
+                        stop_margin=None if getattr(args, "full_timing", False) else STOP_MARGIN)

@@ -28,6 +28,7 @@ from harness_tools.run import cancellation
 log = logging.getLogger("cudaopt.mcp")
 
 Transport = Literal["stdio", "http", "inprocess"]
+STOP_MARGIN = 0.10  # see ServerConfig.stop_margin
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,8 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     sure_gain: float | None = None  # None: the backend's (BackendTraits.sure_gain); service.best skips its head-to-head beyond it
-    stop_margin: float | None = 0.10  # evaluate stops timing a case once clearly above the best's median plus this
-    # fraction (service.early_stop); None: every evaluate times the full plan
+    stop_margin: float | None = STOP_MARGIN  # evaluate stops timing a case once clearly above the best's median
+    # plus this fraction (service.early_stop); None: every evaluate times the full plan
     workers: int | None = None  # None: one per visible GPU on cuda, one on cpu (with ray: the cluster's GPUs)
     ray_address: str | None = None  # workers as Ray actors in this cluster ('local': one started here)
 

@@ -82,3 +82,26 @@ def test_a_backend_that_cannot_start_fails_the_call_with_its_reason(tmp_path):
         anyio.run(main)
     finally:
         local.close()
+
+
+@pytest.mark.parametrize("full_timing", [False, True])
+def test_a_candidate_far_slower_than_the_best_is_timed_in_part_unless_full_timing_is_asked(tmp_path, full_timing):
+    local = LocalServer(tmp_path / "results", "cpu", None, None, full_timing)
+    fast = {"BLOCK": 256, "ITEMS": 2, "GRID_THREADS": 65536, "CS": 0}  # reduce_sum ~10x the baseline's speed
+
+    async def main() -> EvaluateOutput:
+        async with local.session() as session:
+            run = (await session.call("create_run", CreateRunOutput, task="reduce_sum")).data
+            best = await session.call("evaluate", EvaluateOutput, run_id=run.run_id, tunables=fast, reps=20)
+            assert best.data.new_best, best.text
+            return (await session.call("evaluate", EvaluateOutput, run_id=run.run_id, reps=20)).data  # the baseline
+
+    try:
+        slow = anyio.run(main)
+    finally:
+        local.close()
+    (case,) = [c for c in slow.cases if c.role == "performance"]
+    if full_timing:
+        assert (case.reps, case.planned_reps, case.timing_stopped) == (20, None, None)
+    else:
+        assert (case.reps, case.planned_reps) == (5, 20) and "clearly slower than the run's best" in case.timing_stopped
