@@ -70,12 +70,13 @@ def _tunables(summary: dict, candidate_id: str | None) -> str:
 
 def table(rows: dict[str, list[dict]]) -> str:
     lines = ["| timing | round | wall s | configs | timing stage s | launches timed / planned | stopped early | best | "
-             "best ms |", "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+             "best ms |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for label, runs in rows.items():
         for i, r in enumerate(runs, 1):
+            best_ms = f"{r['best_ms']:.4g}" if r["best_ms"] else "-"
             lines.append(f"| {label} | {i} | {r['wall']:.2f} | {r['configs']} | {r['time_ms'] / 1e3:.2f} | "
-                         f"{r['timed']} / {r['planned']} | {r['stopped']} | {r['best_tunables']} | "
-                         f"{r['best_ms']:.4g} |" if r["best_ms"] else "| - |")
+                         f"{r['timed']} / {r['planned']} | {r['stopped']} | {r['best_tunables']} | {best_ms} |")
     for label, runs in rows.items():
         lines.append(f"\n{label}: median wall {statistics.median(r['wall'] for r in runs):.2f} s, median timing stage "
                      f"{statistics.median(r['time_ms'] for r in runs) / 1e3:.2f} s")
@@ -95,8 +96,8 @@ def main() -> int:
     one_run(args.task, args.iterations, args.out / "warm-up", cache, args.backend, True)  # fills the cubin cache
     rows: dict[str, list[dict]] = {"early stops": [], "full": []}
     for index in range(args.rounds):
-        for label in rows:
-            rows[label].append(one_run(args.task, args.iterations, args.out / f"{label.split()[0]}-{index}", cache,
+        for label, runs in rows.items():
+            runs.append(one_run(args.task, args.iterations, args.out / f"{label.split()[0]}-{index}", cache,
                                        args.backend, label == "full"))
     print(table(rows))
     (args.out / "early_stop.json").write_text(json.dumps(rows, indent=1))
