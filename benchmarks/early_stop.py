@@ -69,9 +69,8 @@ def _tunables(summary: dict, candidate_id: str | None) -> str:
 
 
 def table(rows: dict[str, list[dict]]) -> str:
-    lines = ["| timing | round | wall s | configs | timing stage s | launches timed / planned | stopped early | best | "
-             "best ms |",
-             "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+    header = "| timing | round | wall s | configs | timing stage s | launches timed / planned | stopped early | best | best ms |"
+    lines = [header, "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for label, runs in rows.items():
         for i, r in enumerate(runs, 1):
             best_ms = f"{r['best_ms']:.4g}" if r["best_ms"] else "-"
