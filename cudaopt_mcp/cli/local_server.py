@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -28,17 +29,33 @@ class LocalServer:
     """An open server state whose workers are starting; :meth:`session` serves it, :meth:`close` ends it."""
 
     def __init__(self, results: Path, backend: str | None, workers: int | None, ray: str | None,
-                 full_timing: bool = False):
+                 full_timing: bool = False, ahead: tuple[str, int] | None = None):
+        """``ahead``: (task, seed) of the first evaluation, whose inputs and oracle are then made meanwhile."""
         self.config = ServerConfig(results_dir=results, backend=backend, transport="inprocess", workers=workers,
                                    ray_address=ray, stop_margin=None if full_timing else STOP_MARGIN)
         self.state = ServerState.open(self.config)
+        self.drawn: list[str] | None = None  # the cases made ahead, once made
         threading.Thread(target=self._start_workers, name="cudaopt-workers", daemon=True).start()
+        if ahead is not None:
+            threading.Thread(target=self._draw_ahead, args=ahead, name="cudaopt-draw-ahead", daemon=True).start()
 
     def _start_workers(self) -> None:
         try:
             self.state.device_info()  # starts the pool; the first worker measures its floor and peaks
         except Exception as exc:  # noqa: BLE001 - the first call that needs a worker meets this again, and says it
             log.debug("the workers did not start ahead of the first call: %s", exc)
+
+    def _draw_ahead(self, task_source: str, seed: int) -> None:
+        from cudaopt_mcp.service.seed_ahead import draw_ahead
+        from harness_tools import resolve_task
+
+        started = time.perf_counter()
+        try:
+            self.drawn = draw_ahead(self.state, resolve_task(task_source), seed)
+        except Exception as exc:  # noqa: BLE001 - the evaluation meets this again, and reports it
+            log.debug("the first evaluation's inputs were not made ahead: %s", exc)
+            return
+        log.info("inputs and oracle of %d case(s) made ahead in %.2f s", len(self.drawn), time.perf_counter() - started)
 
     @contextlib.asynccontextmanager
     async def session(self) -> AsyncIterator[object]:

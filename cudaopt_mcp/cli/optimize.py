@@ -7,6 +7,7 @@ Exit codes: 0 a correct candidate was found (and, when scored, confirmed on fres
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,10 +76,13 @@ def run_optimize(args: argparse.Namespace) -> int:
         _say(f"error: {refused}")
         return 2
     parallel = args.parallel or _default_parallel(args)
+    # the input seed is chosen here, so the first evaluation's inputs can be drawn while the rest starts
+    input_seed = args.seed if args.seed is not None else random.randrange(1, 2**31)
     local: LocalServer | None = None
-    if not args.server:  # first: its workers start while the proposer and the MCP side load
+    if not args.server:  # first: its workers start (and the first inputs are drawn) while the proposer and MCP load
+        task_source = args.task or str(args.results / args.run / "task")
         local = LocalServer(args.results, args.backend, parallel if parallel > 1 or args.ray else None, args.ray,
-                            args.full_timing)
+                            args.full_timing, ahead=(task_source, input_seed))
     try:
         name, why = choose(args.proposer)
         settings = ProposerSettings(model=args.model, base_url=args.base_url, request_timeout_s=args.request_timeout,
@@ -87,7 +91,7 @@ def run_optimize(args: argparse.Namespace) -> int:
         proposer = create_proposer(name, settings)  # ProposerUnavailable (a HarnessError) → exit 2 with its hint
         _say(f"proposer {name} ({why})")
         try:
-            summary = _loop(args, proposer, name, parallel, local)
+            summary = _loop(args, proposer, name, parallel, local, input_seed)
         finally:
             proposer.close()
     finally:
@@ -104,7 +108,7 @@ def run_optimize(args: argparse.Namespace) -> int:
 
 
 def _loop(args: argparse.Namespace, proposer: Proposer, proposer_name: str, parallel: int,
-          local: LocalServer | None) -> LoopSummary:
+          local: LocalServer | None, seed: int) -> LoopSummary:
     import anyio  # the MCP client and the loop load only for this command
 
     from cudaopt_mcp.client.loop import optimise
@@ -113,7 +117,7 @@ def _loop(args: argparse.Namespace, proposer: Proposer, proposer_name: str, para
     from cudaopt_mcp.client.terminal import Terminal
 
     config = LoopConfig(task=args.task, run_id=args.run, max_iterations=args.max_iterations,
-                        time_budget_s=args.time_budget, seed=args.seed, results=args.results,
+                        time_budget_s=args.time_budget, seed=seed, results=args.results,
                         confirm=not args.no_confirm, warmup=args.warmup, reps=args.reps,
                         compile_ahead={"auto": None, "on": True, "off": False}[args.compile_ahead],
                         ahead=args.ahead, parallel=parallel,

@@ -22,6 +22,7 @@ from harness_tools.run.timing import TimingPlan
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.dtypes import as_dtype, numpy_dtype, storable
 from harness_tools.task.expressions import Number, evaluate_expression
+from harness_tools.task.folder_digest import folder_digest
 from harness_tools.task.launches import MIN_SCRATCH_LIMIT, ArgRef, ScalarValue, scratch_limit
 from harness_tools.task.spec import Case, ScalarParam, Task
 
@@ -129,7 +130,7 @@ def case_inputs(task: Task, case: Case, seed: int) -> tuple[dict[str, np.ndarray
         if stored is None:
             stored = generated_inputs(task, case, seed) if task.spec.inputs else draw_inputs(task.spec, case, seed)
         return {name: storable(arr) for name, arr in stored.items()}  # fp8/bf16 as raw records np.load reads back
-    arrays, files = INPUT_FILES.get((str(task.folder), digest, case.name, seed), draw)
+    arrays, files = INPUT_FILES.get((folder_digest(task.folder), digest, case.name, seed), draw)  # a run's copy shares it
     dtypes = {b.name: b.dtype for b in task.spec.buffers}
     return {name: as_dtype(arr, dtypes[name]) for name, arr in arrays.items()}, files  # cached files say |V2 for bf16
 

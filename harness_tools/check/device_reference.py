@@ -34,6 +34,7 @@ from harness_tools.check.mismatch_map import bin_grid
 from harness_tools.run.scratch import InputFiles
 from harness_tools.task.checking_rules import mismatch_budget
 from harness_tools.task.expressions import evaluate_expression
+from harness_tools.task.folder_digest import folder_digest
 from harness_tools.task.spec import Case, StoredReference, Task
 
 EXACT_DTYPES = ("float64", "int32", "int64", "uint32", "uint64")
@@ -58,11 +59,12 @@ def form_of(dtype: str, atol: float = 1.0, rtol: float = 1.0) -> str:
 
 
 def reference_key(task: Task, case: Case, seed: int) -> str:
-    """Names one case's oracle outputs: the task, its whole spec (inputs follow from it), the case and the seed."""
+    """Names one case's oracle outputs: the task folder's content (a run's copy shares it), its whole spec (inputs
+    follow from it), the case and the seed."""
     ref = task.spec.reference
     spec = hashlib.sha256(task.spec.model_dump_json().encode()).hexdigest()[:24]
     seed = 0 if isinstance(ref, StoredReference) else seed
-    return f"{task.folder}|{spec}|{case.name}|{seed}"
+    return f"{folder_digest(task.folder)[:24]}|{spec}|{case.name}|{seed}"
 
 
 def device_checks(task: Task, case: Case, seed: int, names: list[str],

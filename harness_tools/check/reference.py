@@ -10,6 +10,7 @@ seed), bounded in bytes, so repeated evaluations on one seed do not recompute an
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -25,8 +26,11 @@ from harness_tools.check.task_functions import call_task_function
 from harness_tools.check.torch_reference import run_torch
 from harness_tools.compile import compile_candidate
 from harness_tools.errors import CandidateError, TaskSpecError
+from harness_tools.run.host_blas import HOST_BLAS
+from harness_tools.run.keyed_locks import KeyedLocks
 from harness_tools.task.candidate import Candidate, for_case
 from harness_tools.task.dtypes import as_dtype
+from harness_tools.task.folder_digest import folder_digest
 from harness_tools.task.spec import Case, KernelReference, NumpyReference, StoredReference, Task, TorchReference
 
 CACHE_BYTES = 2 << 30
@@ -39,6 +43,21 @@ class ReferenceCache:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()
         self._lock = threading.Lock()
+        self._computing = KeyedLocks()
+
+    def get_or_compute(self, key: tuple, compute: Callable[[], dict[str, np.ndarray]],
+                       on_host: bool = True) -> dict[str, np.ndarray]:
+        """The cached outputs of ``key``, else ``compute``'s (kept). A key being computed is computed once: a
+        second caller waits for it; an ``on_host`` computation holds the process's BLAS (run.host_blas)."""
+        cached = self.get(key)
+        if cached is not None:
+            return cached
+        with self._computing.held(key), HOST_BLAS if on_host else contextlib.nullcontext():  # run.host_blas
+            cached = self.get(key)
+            if cached is None:
+                cached = compute()
+                self.put(key, cached)
+            return cached
 
     def get(self, key: tuple) -> dict[str, np.ndarray] | None:
         with self._lock:
@@ -64,24 +83,43 @@ def expected_outputs(task: Task, case: Case, seed: int, inputs: dict[str, np.nda
                      args: list[ArgSpec], scratch: Path, arch: str, timeout_s: float) -> dict[str, np.ndarray]:
     """float64 outputs of the oracle for ``case`` on ``inputs`` (drawn from ``seed``)."""
     ref = task.spec.reference
-    key = (str(task.folder), ref.model_dump_json(), case.name, seed if not isinstance(ref, StoredReference) else 0)
-    cached = CACHE.get(key)
-    if cached is not None:
-        return cached
+    host = host_expected_outputs(task, case, seed, inputs)
+    if host is not None:
+        return host
+    assert isinstance(ref, KernelReference)
+    return CACHE.get_or_compute(_key(task, case, seed),
+                                lambda: _run_kernel(task, ref, case, backend, args, scratch, arch, timeout_s), on_host=False)
+
+
+def host_expected_outputs(task: Task, case: Case, seed: int,
+                          inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+    """:func:`expected_outputs` of a reference the host computes (NumPy, torch, stored arrays), no backend needed;
+    None for a reference kernel (it runs on the backend)."""
+    ref = task.spec.reference
+    if isinstance(ref, KernelReference):
+        return None
+    return CACHE.get_or_compute(_key(task, case, seed), lambda: _host_outputs(task, ref, case, inputs))
+
+
+def _key(task: Task, case: Case, seed: int) -> tuple:
+    """What the oracle of a case depends on: the task folder's content (not its path: a run's copy shares it), the
+    reference, the case and the seed (stored references have fixed inputs)."""
+    ref = task.spec.reference
+    return (folder_digest(task.folder), ref.model_dump_json(), case.name,
+            seed if not isinstance(ref, StoredReference) else 0)
+
+
+def _host_outputs(task: Task, ref: NumpyReference | TorchReference | StoredReference, case: Case,
+                  inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     if isinstance(ref, StoredReference):
         folder = task.folder / ref.dir / case.name
-        outputs = {b.name: as_dtype(np.load(folder / f"{b.name}.npy"), b.dtype).astype(np.float64)
-                   for b in task.spec.outputs}
-    elif isinstance(ref, NumpyReference):
+        return {b.name: as_dtype(np.load(folder / f"{b.name}.npy"), b.dtype).astype(np.float64)
+                for b in task.spec.outputs}
+    if isinstance(ref, NumpyReference):
         returned = call_task_function(task, ref.file, ref.function, "reference.function",
                                       reference_inputs(task.spec, case, inputs), dict(case.sizes))
-        outputs = _checked_outputs(task, ref, case, returned)
-    elif isinstance(ref, TorchReference):
-        outputs = _checked_outputs(task, ref, case, run_torch(task, ref, case, inputs))
-    else:
-        outputs = _run_kernel(task, ref, case, backend, args, scratch, arch, timeout_s)
-    CACHE.put(key, outputs)
-    return outputs
+        return _checked_outputs(task, ref, case, returned)
+    return _checked_outputs(task, ref, case, run_torch(task, ref, case, inputs))
 
 
 def _checked_outputs(task: Task, ref: NumpyReference | TorchReference, case: Case, returned: object) -> dict[str, np.ndarray]:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from harness_tools.errors import TaskSpecError
+from harness_tools.run.host_blas import HOST_BLAS
 from harness_tools.task.spec import Task
 
 _MODULES: dict[tuple[str, int], ModuleType] = {}
@@ -52,7 +53,8 @@ def call_task_function(task: Task, file: str, function: str, field: str, *args: 
     """Call ``function`` of ``file`` with ``args``; an exception it raises becomes a TaskSpecError."""
     fn = task_function(task, file, function, field)
     try:
-        return fn(*args)
+        with HOST_BLAS:  # task code multiplies matrices as it likes: one thread at a time (run.host_blas)
+            return fn(*args)
     except Exception as exc:
         raise TaskSpecError(str(task.folder / file), field,
                             f"{function}() raised {type(exc).__name__}: {str(exc)[:2000]}") from exc

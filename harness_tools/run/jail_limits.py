@@ -17,7 +17,6 @@ import atexit
 import ctypes
 import logging
 import os
-import queue
 import resource
 import signal
 import subprocess
@@ -26,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness_tools.run.host_blas import HOST_BLAS
 from harness_tools.run.lasting_thread import LastingThread
 
 log = logging.getLogger(__name__)
@@ -181,4 +181,6 @@ _SPAWNER = LastingThread("cudaopt-spawner")  # every limited child, so PDEATHSIG
 def spawn_thread_popen(argv: list[str], limits: Limits, cgroup: _Cgroup | None = None, **kwargs) -> subprocess.Popen:
     """``subprocess.Popen`` from the long-lived spawner thread, with ``limits`` applied in the child."""
     procs = [cgroup.procs] if cgroup is not None else []
-    return _SPAWNER.call(subprocess.Popen, argv, preexec_fn=_preexec(limits, os.getpid(), procs), **kwargs)
+    # a preexec_fn means a real fork(), whose atfork handlers stop OpenBLAS's threads: never while a BLAS call runs
+    with HOST_BLAS:  # (run.host_blas)
+        return _SPAWNER.call(subprocess.Popen, argv, preexec_fn=_preexec(limits, os.getpid(), procs), **kwargs)

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness_tools.run.keyed_locks import KeyedLocks
+
 MIN_CACHE_BYTES = 2 << 30
 PREFIX = "cudaopt-inputs-"
 
@@ -95,20 +97,22 @@ class InputFiles:
         self.max_bytes = default_cache_bytes() if max_bytes is None else max_bytes
         self._entries: OrderedDict[tuple, tuple[dict[str, Path], int]] = OrderedDict()
         self._lock = threading.Lock()
+        self._drawing = KeyedLocks()  # a key being drawn is drawn once; a second caller waits for it
 
     def get(self, key: tuple, draw: Callable[[], dict[str, np.ndarray]]) -> tuple[dict[str, np.ndarray], dict[str, Path]]:
         """(arrays, files) for ``key``; arrays of a cached entry are memory-mapped from its files."""
-        hit = self.cached(key)
-        if hit is not None:
-            return {n: np.load(p, mmap_mode="r") for n, p in hit.items()}, hit
-        arrays = draw()
+        with self._drawing.held(key):
+            hit = self.cached(key)
+            if hit is not None:
+                return {n: np.load(p, mmap_mode="r") for n, p in hit.items()}, hit
+            arrays = draw()
 
-        def save(folder: Path) -> dict[str, Path]:
-            files = {name: folder / f"in_{name}.npy" for name in arrays}
-            for name, arr in arrays.items():
-                np.save(files[name], arr)  # the caller gives what np.load reads back (raw records for fp8/bf16)
-            return files
-        return arrays, self.store(key, save)
+            def save(folder: Path) -> dict[str, Path]:
+                files = {name: folder / f"in_{name}.npy" for name in arrays}
+                for name, arr in arrays.items():
+                    np.save(files[name], arr)  # the caller gives what np.load reads back (raw records for fp8/bf16)
+                return files
+            return arrays, self.store(key, save)
 
     def cached(self, key: tuple) -> dict[str, Path] | None:
         """The files of ``key`` while they are kept, or None."""

@@ -14,6 +14,8 @@ from cudaopt_mcp.api import CreateRunOutput, EvaluateOutput
 from cudaopt_mcp.cli.local_server import LocalServer
 from cudaopt_mcp.errors import SessionError
 from harness_tools.backends.cuda.backend import gpu_present
+from harness_tools.check.case_request import case_inputs
+from harness_tools.task.loading import load_task, resolve_task
 
 
 def _alive(pid: int) -> bool:
@@ -105,3 +107,32 @@ def test_a_candidate_far_slower_than_the_best_is_timed_in_part_unless_full_timin
         assert (case.reps, case.planned_reps, case.timing_stopped) == (20, None, None)
     else:
         assert (case.reps, case.planned_reps) == (5, 20) and "clearly slower than the run's best" in case.timing_stopped
+
+
+def test_the_first_evaluations_inputs_are_made_while_it_starts_and_the_run_reads_them(tmp_path):
+    local = LocalServer(tmp_path / "results", "cpu", None, None, ahead=("softmax_rows", 515))
+
+    async def main() -> EvaluateOutput:
+        async with local.session() as session:
+            run = (await session.call("create_run", CreateRunOutput, task="softmax_rows")).data
+            _wait_for(lambda: local.drawn is not None)
+            return (await session.call("evaluate", EvaluateOutput, run_id=run.run_id, seed=515)).data
+
+    try:
+        result = anyio.run(main)
+    finally:
+        local.close()
+    assert result.correct and result.seed == 515
+    assert sorted(local.drawn) == sorted(c.name for c in result.cases)  # every case it ran was made ahead
+    run_task, task = load_task(tmp_path / "results" / result.run_id / "task"), resolve_task("softmax_rows")
+    for case in run_task.spec.cases_for(run_task.spec.default_roles("cpu"), "cpu"):  # the files drawn ahead, shared
+        assert case_inputs(run_task, case, 515)[1] == case_inputs(task, case, 515)[1]
+
+
+def test_a_task_that_cannot_be_loaded_is_not_drawn_and_the_run_reports_it_as_usual(tmp_path):
+    local = LocalServer(tmp_path / "results", "cpu", None, None, ahead=(str(tmp_path / "no-such-task"), 1))
+    try:
+        time.sleep(0.5)
+        assert local.drawn is None
+    finally:
+        local.close()

@@ -4,11 +4,33 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 
 import numpy as np
 
 from harness_tools.run.scratch import PREFIX, InputFiles, sweep_dead_folders
+
+
+def test_a_key_being_drawn_is_waited_for_not_drawn_again_and_other_keys_do_not_wait():
+    cache = InputFiles()
+    calls, started = [], threading.Event()
+
+    def slow_draw():
+        calls.append("slow")
+        started.set()
+        time.sleep(0.5)
+        return {"x": np.arange(10, dtype=np.float32)}
+
+    first = threading.Thread(target=cache.get, args=(("k", 1), slow_draw))
+    first.start()
+    assert started.wait(10)
+    t0 = time.perf_counter()
+    cache.get(("k", 2), lambda: calls.append("other") or {"x": np.zeros(3, np.float32)})
+    assert time.perf_counter() - t0 < 0.4  # another key is not held up by the draw in flight
+    arrays, _ = cache.get(("k", 1), lambda: calls.append("again") or {"x": np.zeros(3, np.float32)})
+    first.join()
+    assert calls == ["slow", "other"] and np.array_equal(arrays["x"], np.arange(10, dtype=np.float32))
 
 
 def test_inputs_are_drawn_once_per_key_and_redrawn_when_their_files_are_gone():
