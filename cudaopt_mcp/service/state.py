@@ -82,10 +82,11 @@ def worker_pins(backend: str, workers: int | None) -> list[str | None]:
     return list(gpus[:workers] if workers else gpus)
 
 
-def _ray_backend_name(address: str) -> str:
+def _ray_backend_name(address: str, workers: int | None) -> str:
     from harness_tools.backends.ray_members import cluster_gpus
 
-    return "cuda" if cluster_gpus(address) > 0 else "cpu"
+    # the first to connect starts a local cluster: with the workers' CPUs (with two, four actors never started)
+    return "cuda" if cluster_gpus(address, workers) > 0 else "cpu"
 
 
 def _ray_pool(backend: str, address: str, workers: int | None) -> BackendPool:
@@ -93,7 +94,7 @@ def _ray_pool(backend: str, address: str, workers: int | None) -> BackendPool:
     from harness_tools.backends.ray_members import RayMember, cluster_gpus, connect
 
     connect(address, workers)
-    count = workers or (cluster_gpus(address) if backend == "cuda" else 2)
+    count = workers or (cluster_gpus(address, workers) if backend == "cuda" else 2)
     if count < 1:
         raise BackendError(f"the Ray cluster at {address} has no GPU for the cuda backend")
     log.info("starting the %s backend: %d Ray actor(s) at %s", backend, count, address)
@@ -122,7 +123,7 @@ class ServerState:
         with self._name_guard:  # not the pool's guard: naming the backend never waits for workers to start
             if self._backend_name is None:
                 self._backend_name = self.config.backend or (
-                    _ray_backend_name(self.config.ray_address) if self.config.ray_address else default_backend_name())
+                    _ray_backend_name(self.config.ray_address, self.config.workers) if self.config.ray_address else default_backend_name())
             return self._backend_name
 
     def pool(self) -> BackendPool:

@@ -54,8 +54,9 @@ def connect(address: str, workers: int | None) -> Any:
 _RAY_THREAD = LastingThread("cudaopt-ray")
 
 
-def cluster_gpus(address: str) -> int:
-    return int(connect(address, None).cluster_resources().get("GPU", 0))
+def cluster_gpus(address: str, workers: int | None) -> int:
+    """The cluster's GPUs; a local cluster started by this call gets ``workers`` CPUs, as :func:`connect` gives."""
+    return int(connect(address, workers).cluster_resources().get("GPU", 0))
 
 
 class RayMember:

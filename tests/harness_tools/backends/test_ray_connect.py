@@ -36,3 +36,21 @@ def test_a_local_cluster_joined_from_a_short_lived_thread_keeps_working_after_it
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "answers [0, 1, 4, 9]" in done.stdout
+
+
+def test_a_server_whose_backend_is_named_by_the_cluster_starts_it_with_a_cpu_per_worker(tmp_path):
+    # with the backend left to the cluster, naming it connected first, with two CPUs: four cpu actors never started
+    # and `cudaopt optimize --ray local --parallel 4` waited for them for good
+    script = textwrap.dedent(f"""
+        from cudaopt_mcp.service.state import ServerConfig, ServerState
+        state = ServerState.open(ServerConfig(results_dir={str(tmp_path / "results")!r}, ray_address="local", workers=4))
+        print("backend", state.backend_name)
+        import ray
+        print("cpus", int(ray.cluster_resources().get("CPU", 0)))
+        state.close()
+        ray.shutdown()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "backend cpu" in done.stdout and "cpus 4" in done.stdout, done.stdout
