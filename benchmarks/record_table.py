@@ -1,7 +1,7 @@
 """Every valid configuration of a task measured once, in this process: the exhaustive table offline replays need.
 
     python -m benchmarks.record_table TASK --out FILE.json [--backend cuda|cpu] [--reps 10] [--warmup 2]
-                                      [--seed S] [--limit N] [--time-budget-s T] [--resume]
+                                      [--seed S] [--limit N] [--time-budget-s T] [--resume] [--top N --of TABLE]
 
 TASK is a bundled task name or a task folder. Each configuration goes through the engine's public ``evaluate``
 with the performance cases only (they are still checked against the oracle), one after another on one backend.
@@ -136,7 +136,8 @@ def header_for(task, backend, args, valid: int) -> dict:
     return {"format": FORMAT, "task": task.name, "task_ref": args.task, "backend": backend.name, "device": device.name,
             "arch": device.arch, "driver": device.driver_version, "seed": args.seed,
             "plan": {"warmup": args.warmup, "reps": args.reps, "roles": ROLES}, "compile_workers": compile_workers(),
-            "started": now(), "finished": None, "valid": valid, "measured": 0, "stopped": None}
+            "started": now(), "finished": None, "valid": valid, "measured": 0, "stopped": None,
+            "top_of": f"the {args.top} fastest of {args.of.name}" if args.top else None}
 
 
 def earlier_points(header: dict, path: Path) -> list[dict]:
@@ -151,7 +152,7 @@ def earlier_points(header: dict, path: Path) -> list[dict]:
 
 
 def record(task, backend, args) -> TableFile:
-    valid = valid_configurations(task, None)
+    valid = fastest_of(args.of, args.top) if args.top else valid_configurations(task, None)
     header = header_for(task, backend, args, len(valid))
     earlier = earlier_points(header, args.out) if args.resume else []
     done = {tuple(sorted(p["tunables"].items())) for p in earlier}
@@ -178,6 +179,19 @@ def record(task, backend, args) -> TableFile:
         table.header["wall_s"] = round(time.perf_counter() - started, 3)
         table.save(finished=True)
     return table
+
+
+def fastest_of(path: Path | None, count: int) -> list[dict[str, int]]:
+    """The ``count`` fastest correct configurations of a recorded table, fastest first (to time them again, longer:
+    whether its best is alone within 3 % or only its noise says so)."""
+    from benchmarks.tuner_replay import read_table
+
+    if path is None:
+        raise SystemExit("--top needs --of TABLE")
+    _, points = read_table(path)
+    correct = sorted((p for p in points if p.get("correct") and p.get("score_ms") is not None),
+                     key=lambda p: p["score_ms"])
+    return [dict(p["tunables"]) for p in correct[:count]]
 
 
 def report(table: TableFile) -> None:
@@ -213,6 +227,8 @@ def main() -> int:
     parser.add_argument("--limit", type=int, help="only the first N valid configurations")
     parser.add_argument("--time-budget-s", type=float, help="stop (and save) once this many seconds have passed")
     parser.add_argument("--resume", action="store_true", help="keep the points already in --out, measure the rest")
+    parser.add_argument("--top", type=int, help="only the N fastest configurations of the table given by --of")
+    parser.add_argument("--of", type=Path, help="a recorded table (with --top)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     task = resolve_task(args.task)
