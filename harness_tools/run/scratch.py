@@ -114,6 +114,12 @@ class InputFiles:
                 return files
             return arrays, self.store(key, save)
 
+    def cached_or_stored(self, key: tuple, write: Callable[[Path], dict[str, Path]]) -> dict[str, Path]:
+        """The kept files of ``key``, else those ``write`` makes (:meth:`store`); made once while another waits."""
+        with self._drawing.held(key):
+            hit = self.cached(key)
+            return hit if hit is not None else self.store(key, write)
+
     def cached(self, key: tuple) -> dict[str, Path] | None:
         """The files of ``key`` while they are kept, or None."""
         with self._lock:
