@@ -7,6 +7,7 @@ in a jailed child (:mod:`harness_tools.compile.child`, calling :mod:`harness_too
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -18,7 +19,7 @@ from harness_tools.compile.header_names import clash_note
 from harness_tools.compile.headers import HEADERS
 from harness_tools.compile.nvrtc import PROGRAM_NAME, CompileResult, cap_log, cuda_include_dir, nvrtc_version
 from harness_tools.task.candidate import Candidate
-from harness_tools.task.include_guard import CUDA_HEADERS, check_source
+from harness_tools.task.include_guard import CUDA_HEADERS, GuardVerdict, check_source
 
 _CACHE: dict[str, CompileResult] = {}
 _CACHE_LOCK = threading.Lock()
@@ -36,7 +37,7 @@ def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None =
     if not re.fullmatch(r"sm_\d{2,3}[a-z]?", arch):
         raise ValueError(f"arch must look like sm_90, got {arch!r}")
     version = nvrtc_version()
-    verdict = check_source(candidate.source, PROGRAM_NAME)
+    verdict = _guard_verdict(candidate.source)
     if not verdict.ok:
         log = "\n".join(verdict.refusals)
         return CompileResult(ok=False, status="refused", arch=arch, kernel_name=candidate.kernel_name,
@@ -64,6 +65,13 @@ def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None =
     _remember(key, result)
     disk_cache.store(key, result)
     return result
+
+
+@functools.lru_cache(maxsize=64)
+def _guard_verdict(source: str) -> GuardVerdict:
+    """The include guard's verdict, once per source: an evaluation asks again for every case whose size defines
+    differ, and a long source takes milliseconds to tokenise. Read only, never changed, so it can be shared."""
+    return check_source(source, PROGRAM_NAME)
 
 
 def _remember(key: str, result: CompileResult) -> None:

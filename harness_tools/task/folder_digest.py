@@ -46,15 +46,21 @@ def folder_digest(folder: Path) -> str:
 
 
 def _listing(root: Path) -> list[tuple[str, int, int, bool]]:
-    """(relative path, size, mtime in ns, is a link) of every file under ``root``, sorted; links not followed."""
-    entries = []
-    for directory, folders, files in os.walk(root):  # a link to a folder is listed there, and not entered
-        folders[:] = sorted(f for f in folders if f != "__pycache__")
-        linked = [f for f in folders if (Path(directory) / f).is_symlink()]
-        for name in [*files, *linked]:
-            if name.endswith(".pyc"):
-                continue
-            path = Path(directory) / name
-            info = path.lstat()
-            entries.append((path.relative_to(root).as_posix(), info.st_size, info.st_mtime_ns, path.is_symlink()))
+    """(relative path, size, mtime in ns, is a link) of every file under ``root``, sorted; links not followed.
+
+    Asked for every case of every evaluation: one scandir per folder, whose entries carry what lstat says."""
+    entries: list[tuple[str, int, int, bool]] = []
+    pending = [("", str(root))]
+    while pending:
+        prefix, directory = pending.pop()
+        with os.scandir(directory) as listing:
+            for entry in listing:
+                if entry.name == "__pycache__" or entry.name.endswith(".pyc"):
+                    continue
+                relative = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((relative + "/", entry.path))
+                    continue
+                info = entry.stat(follow_symlinks=False)
+                entries.append((relative, info.st_size, info.st_mtime_ns, entry.is_symlink()))
     return sorted(entries)

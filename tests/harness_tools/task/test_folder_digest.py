@@ -40,3 +40,28 @@ def test_an_edit_that_keeps_the_size_is_seen(tmp_path):
     path.write_text("a = 2\n")
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
     assert folder_digest(folder) != before
+
+
+def test_nested_files_and_links_count_and_a_linked_folder_is_not_entered(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "big.npy").write_bytes(b"x" * 10)
+    folder = tmp_path / "t"
+    (folder / "data" / "deep").mkdir(parents=True)
+    (folder / "data" / "deep" / "table.txt").write_text("1 2 3\n")
+    os.symlink(outside, folder / "linked")
+    before = folder_digest(folder)
+
+    (outside / "big.npy").write_bytes(b"y" * 10)  # behind a link to a folder: the link's text counts, not this
+    assert folder_digest(folder) == before
+    (folder / "data" / "deep" / "__pycache__").mkdir()
+    (folder / "data" / "deep" / "stale.pyc").write_bytes(b"compiled")
+    assert folder_digest(folder) == before
+
+    (folder / "data" / "deep" / "table.txt").write_text("1 2 4\n")  # a nested file's content
+    assert folder_digest(folder) != before
+    (folder / "data" / "deep" / "table.txt").write_text("1 2 3\n")
+    assert folder_digest(folder) == before
+    (folder / "linked").unlink()
+    os.symlink(tmp_path, folder / "linked")  # the link's target changes
+    assert folder_digest(folder) != before
