@@ -32,6 +32,7 @@ from harness_tools.backends.environment import Environment, read_clocks
 from harness_tools.check.case_request import case_arguments, case_inputs, case_request, placement_for
 from harness_tools.check.compare import OutputComparison, compare, keep_largest_maps, mismatch_message
 from harness_tools.check.custom_check import custom_check_failure, judged_by_check
+from harness_tools.check.device_compare import DEVICE_COMPARE_MIN_BYTES as COMPARE_MIN_BYTES
 from harness_tools.check.device_compare import Once, compared_on_device, device_checks_for, with_checks
 from harness_tools.check.failure_hints import hints_for
 from harness_tools.check.inputs import SCHEME, fresh_seed
@@ -69,8 +70,10 @@ class EvaluationConfig(BaseModel):
     race_check: bool = Field(False, description="run each passing validation case once more under the backend's "
                                                 "race check; a data race fails the case (cpu backend only for now)")
     verify: Literal["auto", "device", "host"] = Field(
-        "auto", description="where outputs are compared with the oracle: 'auto' compares outputs of 16 MB or more "
-        "on the device when the backend can (cuda: no download), 'device' every output it can, 'host' all on the host")
+        "auto", description="where outputs are compared with the oracle: 'auto' on the device (cuda) from "
+        "device_compare_min_bytes on, 'device' every output it can, 'host' all on the host")
+    device_compare_min_bytes: int = Field(COMPARE_MIN_BYTES, ge=0, description="(verify 'auto') smaller outputs are "
+                                          "downloaded, compared on the host and kept; on the device only failures are")
 
 
 class CaseResult(BaseModel):
@@ -247,7 +250,8 @@ class _CaseRunner:
         args = self._args(case, case_dir)
         expected = Once(lambda: expected_outputs(self.task, case, self.seed, inputs, self.backend, args, case_dir,
                                                  self.compiled.arch, max(self._left(), MIN_CASE_S)))
-        checks = device_checks_for(self.task, case, self.seed, self.backend.name, self.config.verify, expected)
+        checks = device_checks_for(self.task, case, self.seed, self.backend.name, self.config.verify, expected,
+                                   self.config.device_compare_min_bytes)
         if len(checks) < len(self.task.spec.outputs):
             expected()  # the host compares some output: the oracle is needed anyway
         t2 = time.perf_counter()
@@ -337,7 +341,8 @@ class _CaseRunner:
             result.message = f"the backend returned no output file for {', '.join(missing)} in the case's output folder"
             run.outputs = {}
             return result
-        run.outputs = {name: run.outputs[name] for name in handles}
+        # the failures the device decided keep their downloaded outputs, as evidence
+        run.outputs = {name: path for name, path in run.outputs.items() if name in handles or name in on_device}
         written: dict[str, np.ndarray] = {}  # kept for the task's custom check only
         for buf in spec.outputs:
             if buf.name in on_device:

@@ -6,6 +6,8 @@ failures per run, default 256), and a passed case's of the baseline and of the c
 A passing candidate that a scored ``evaluate`` (the search's step) does not make the best loses its outputs
 (``run``, ``time`` and validation-only evaluations keep theirs: they are how a client looks at outputs); a best
 that is displaced loses them too. Before this, every passing candidate of a small task kept a 4 MiB output: 90 MB after 23.
+A search step compares outputs of 64 KiB or more on the GPU (service.evaluations): of those only failures come back,
+so its baseline and best keep their smaller outputs only (``run`` brings back the rest).
 
 The worker wrote the files and runs candidate code: each file is opened once (never through a link, only inside
 the scratch folder) and its content copied, so nothing it swaps in later reaches the results folder. The cases

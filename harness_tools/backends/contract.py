@@ -43,6 +43,9 @@ TAIL_BYTES = 4096
 #   is checked like a tail. Validation cases use it.
 Placement = Literal["tail", "guard"]
 TAIL_ALIGN = 256
+# An output compared on the device that fails is downloaded too when it is at most this big: the failure's evidence
+# (kept in the run folder, read again by the same-inputs re-run), as the host comparison would have had it.
+EVIDENCE_BYTES = 64 << 20
 GUARD_ALIGN = 16
 
 
@@ -121,6 +124,11 @@ class DeviceComparison(BaseModel):
         None, description="NaN or Inf where the reference is finite, per bin; with bin_mismatches")
     compare_ms: float = 0.0
 
+    def fails(self, check: DeviceCheck) -> bool:
+        """Whether the output fails ``check`` by this count: beyond its mismatch budget, or NaN/Inf where the
+        reference is finite (the host's verdict when decided)."""
+        return self.nonfinite > 0 or self.mismatches > check.max_mismatches
+
 
 class ArgSpec(BaseModel):
     """One buffer or scalar of a case: a task param, a scratch buffer, or a scalar computed for one launch."""
@@ -135,7 +143,8 @@ class ArgSpec(BaseModel):
     input_file: str | None = Field(None, description=".npy holding the input data (in/inout buffers)")
     value: int | float | None = None
     constant: str | None = Field(None, description="the __constant__ symbol this input fills (then no launch passes it)")
-    check: DeviceCheck | None = Field(None, description="outputs: compare on the device instead of downloading")
+    check: DeviceCheck | None = Field(None, description="outputs: compare on the device instead of downloading (a "
+                                      "failure of at most EVIDENCE_BYTES is downloaded as well)")
 
 
 class KernelLaunch(BaseModel):

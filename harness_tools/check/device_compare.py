@@ -2,8 +2,10 @@
 
 The engine asks for a device comparison (ArgSpec.check) when the backend can do one
 (``BackendTraits.compares_on_device``), the task has no custom check (that needs the outputs on the host) and
-the output is large enough for the download to matter (``verify="auto"``: :data:`MIN_BYTES`) or every output is
-asked for (``verify="device"``). Small outputs are downloaded: that is cheap, and they are kept as evidence.
+the output is large enough for the download to matter (``verify="auto"``: ``EvaluationConfig.device_compare_min_bytes``,
+by default :data:`DEVICE_COMPARE_MIN_BYTES`) or every output is asked for (``verify="device"``). Smaller outputs are
+downloaded and kept as evidence; a failure decided on the device is downloaded too when it is small enough
+(``EVIDENCE_BYTES``).
 The host comparison (:mod:`harness_tools.check.compare`) stays the definition of a verdict; the device's is
 the same computation (docs/oracle.md, "comparing on the device").
 """
@@ -25,7 +27,8 @@ from harness_tools.task.dtypes import numpy_dtype
 from harness_tools.task.expressions import evaluate_expression
 from harness_tools.task.spec import BufferParam, Case, Task, TaskSpec
 
-MIN_BYTES = 16 << 20
+DEVICE_COMPARE_MIN_BYTES = 16 << 20
+SEARCH_DEVICE_COMPARE_MIN_BYTES = 64 << 10  # a search step's: from here the device's comparison is the cheaper
 
 T = TypeVar("T")
 
@@ -43,13 +46,14 @@ class Once(Generic[T]):
 
 
 def device_checks_for(task: Task, case: Case, seed: int, backend: str, verify: str,
-                      expected: Callable[[], dict[str, np.ndarray]]) -> dict[str, DeviceCheck]:
+                      expected: Callable[[], dict[str, np.ndarray]],
+                      min_bytes: int = DEVICE_COMPARE_MIN_BYTES) -> dict[str, DeviceCheck]:
     """The outputs of ``case`` to compare on the device, with their checks (empty: all on the host)."""
     spec = task.spec
     if verify == "host" or spec.check is not None or not backend_traits(backend).compares_on_device:
         return {}
     names = [b.name for b in spec.outputs
-             if verify == "device" or _nbytes(b.dtype, spec.shape_of(b, case.sizes)) >= MIN_BYTES]
+             if verify == "device" or _nbytes(b.dtype, spec.shape_of(b, case.sizes)) >= min_bytes]
     return device_checks(task, case, seed, names, expected) if names else {}
 
 

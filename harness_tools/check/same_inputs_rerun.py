@@ -4,8 +4,8 @@ Two runs of a deterministic kernel on the same inputs write the same bytes. When
 depends on how its threads were scheduled: a missing ``__syncthreads()``, an unsynchronised update of shared or
 global memory, a read of memory no thread wrote in this run. That is evidence of a race, not a pattern guess, and
 the hint says so (``failure_hints``). When they agree, the wrong answer is deterministic, which points away from a
-race. Only outputs compared on the host are re-read (validation cases are small); the re-run's own verdict is not
-used, only its bytes. The re-run gets ``RERUN_FACTOR`` times the first run's time (at least ``RERUN_MIN_S``): a
+race. Only outputs the first run downloaded are re-read (those compared on the host, and failures the device decided:
+the re-run downloads them without comparing); the re-run's own verdict is not used, only its bytes. The re-run gets ``RERUN_FACTOR`` times the first run's time (at least ``RERUN_MIN_S``): a
 kernel that hangs only when run again loses that, not the rest of the evaluation's budget.
 """
 
@@ -34,8 +34,9 @@ def rerun_differences(backend: ExecutionBackend, request: CaseRequest, first: Ca
     rerun_dir = out_dir.parent / (out_dir.name + "-rerun")
     rerun_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return _compared(backend.run_case(request.model_copy(update={"output_dir": str(rerun_dir)}), timeout_s),
-                         first, out_dir, rerun_dir)
+        args = [a.model_copy(update={"check": None}) if a.name in first.outputs else a for a in request.args]
+        again = request.model_copy(update={"output_dir": str(rerun_dir), "args": args})
+        return _compared(backend.run_case(again, timeout_s), first, out_dir, rerun_dir)
     finally:
         shutil.rmtree(rerun_dir, ignore_errors=True)  # evidence read; a kept run folder keeps the first run only
 

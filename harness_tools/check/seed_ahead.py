@@ -17,16 +17,18 @@ import logging
 import time
 
 from harness_tools.check.case_request import case_inputs
-from harness_tools.check.device_compare import device_checks_for
+from harness_tools.check.device_compare import DEVICE_COMPARE_MIN_BYTES, device_checks_for
 from harness_tools.check.reference import host_expected_outputs
 from harness_tools.task.spec import Case, Task, TorchReference
 
 log = logging.getLogger("harness_tools")
 
 
-def draw_ahead(task: Task, cases: list[Case], seed: int, backend: str, verify: str = "auto") -> list[str]:
+def draw_ahead(task: Task, cases: list[Case], seed: int, backend: str, verify: str = "auto",
+               device_compare_min_bytes: int = DEVICE_COMPARE_MIN_BYTES) -> list[str]:
     """Make the inputs of ``cases`` for ``seed``, and their oracle where the host computes it, as an evaluation
-    on ``backend`` with ``verify`` would; return the cases made. The caller checks that the cases fit the machine."""
+    on ``backend`` with ``verify`` and ``device_compare_min_bytes`` would; return the cases made. The caller
+    checks that the cases fit the machine."""
     started = time.perf_counter()
     host_oracle = not isinstance(task.spec.reference, TorchReference)
     # case by case, as the evaluation goes (a bounded input cache may not hold them all); validation cases come
@@ -35,6 +37,7 @@ def draw_ahead(task: Task, cases: list[Case], seed: int, backend: str, verify: s
         inputs, _ = case_inputs(task, case, seed)
         outputs = host_expected_outputs(task, case, seed, inputs) if host_oracle else None  # None: a kernel's
         if outputs is not None:
-            device_checks_for(task, case, seed, backend, verify, lambda outputs=outputs: outputs)
+            device_checks_for(task, case, seed, backend, verify, lambda outputs=outputs: outputs,
+                              device_compare_min_bytes)
     log.debug("%d case(s) of seed %d made ahead in %.3f s", len(cases), seed, time.perf_counter() - started)
     return [case.name for case in cases]

@@ -107,8 +107,7 @@ class DeviceVerifier:
                 ctypes.c_double(check.abs_bound), self.key, ctypes.c_uint64(int(self.stats))])
             words = self._stats()
             result = self._result(words, elements, check)
-            failed = result.nonfinite > 0 or result.mismatches > check.max_mismatches
-            if result.decided and failed and check.bins is not None:
+            if result.decided and result.fails(check) and check.bins is not None:
                 result.bin_mismatches, result.bin_nonfinite = self._map(dtype, src, ref, elements, check, check.bins)
             if words[8] != NO_INDEX:
                 result.first_index = words[8]

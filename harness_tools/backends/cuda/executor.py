@@ -23,7 +23,16 @@ from pathlib import Path
 import numpy as np
 from cuda.bindings import driver as cu  # imported by worker processes only
 
-from harness_tools.backends.contract import POISON_BYTE, ArgSpec, CaseRequest, CaseRun, DeviceComparison, KernelLaunch, tail_word
+from harness_tools.backends.contract import (
+    EVIDENCE_BYTES,
+    POISON_BYTE,
+    ArgSpec,
+    CaseRequest,
+    CaseRun,
+    DeviceComparison,
+    KernelLaunch,
+    tail_word,
+)
 from harness_tools.backends.cuda.device_buffers import BufferPlacer, DeviceBuffer
 from harness_tools.backends.cuda.device_kernels import DeviceKernels
 from harness_tools.backends.cuda.device_verifier import DeviceVerifier, device_compare_allowed
@@ -313,7 +322,8 @@ class CudaExecutor:
                 comparison = self._compare_here(arg, ptr) if arg.check is not None else None
                 if comparison is not None:
                     run.comparisons[arg.name] = comparison
-                if comparison is None or not comparison.decided:  # the host decides
+                evidence = comparison is not None and comparison.fails(arg.check) and buf.nbytes <= EVIDENCE_BYTES
+                if comparison is None or not comparison.decided or evidence:
                     run.outputs[arg.name] = self._download(arg, ptr, buf.nbytes, out_dir / f"{arg.name}.npy")
 
     def _compare_here(self, arg: ArgSpec, ptr) -> DeviceComparison | None:

@@ -311,6 +311,30 @@ def test_feedback_on_a_short_kernel_names_the_timing_floor(tmp_path):
     anyio.run(main)
 
 
+@pytest.mark.gpu
+def test_a_search_step_compares_small_outputs_on_the_device_and_run_downloads_them(tmp_path):
+    """evaluate (the search step) compares outputs of 64 KiB or more on the GPU: no download, no host comparison;
+    run still downloads outputs under 16 MB and keeps them for the client to read."""
+    task = Path(__file__).resolve().parents[3] / "examples" / "vector_add"  # outputs of 4 B to 40 MB
+
+    async def main():
+        async with client(tmp_path / "results", backend="cuda") as c:
+            run_id = (await call(c, "create_run", task=str(task))).structured_content["run_id"]
+            searched = await call(c, "evaluate", run_id=run_id)
+            assert not searched.is_error and searched.structured_content["correct"], text(searched)
+            cid = searched.structured_content["candidate_id"]
+            record = json.loads((await c.read_resource(f"cudaopt://runs/{run_id}/candidates/{cid}/evaluation.json"))
+                                .contents[0].text)
+            where = {case["name"]: case["outputs"][0]["compared_on"] for case in record["cases"]}
+            assert where == {"val_n1": "host", "val_n31": "host", "val_n1000": "host", "val_n65537": "device",
+                             "val_n1000003": "device", "perf_n10000000": "device"}, where
+            ran = await call(c, "run", run_id=run_id, candidate_id=cid)
+            assert not ran.is_error and "val_n1000003" in ran.structured_content["outputs_kept"], text(ran)
+            output = await c.read_resource(f"cudaopt://runs/{run_id}/candidates/{cid}/outputs/val_n1000003/c")
+            assert output.contents[0].blob
+    anyio.run(main)
+
+
 def test_two_clients_on_one_run_lose_no_candidates(tmp_path):
     server = build_server(ServerConfig(results_dir=tmp_path / "results", backend="cpu", transport="inprocess"))
     ids: list[str] = []

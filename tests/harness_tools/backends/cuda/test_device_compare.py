@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from harness_tools.check.device_reference import REL_BOUND, form_of
@@ -114,6 +115,30 @@ def test_the_device_comparison_agrees_with_the_host_on_every_kind_of_wrong(cuda_
         large = by_name["large"].outputs[0]
         assert large.mismatches == 2 and large.elements == 70_000_003
     assert on_device.overhead.compare_ms > 0
+
+
+def test_a_failure_decided_on_the_device_is_downloaded_as_evidence_and_a_pass_is_not(cuda_backend, tmp_path):
+    """A search step compares small outputs on the device too (device_compare_min_bytes): the outputs it no longer
+    downloads it still brings back where they matter: a failing output comes back as a file (the evidence a run
+    folder keeps) and the same-inputs re-run reads it."""
+    task = _task(tmp_path / "task", "float32", large=False)
+    config = EvaluationConfig(roles=["validation"], seed=11, timeout_s=300, device_compare_min_bytes=0,
+                              outputs_dir=str(tmp_path / "searched"))
+    searched = {c.name: c for c in run(task, cuda_backend, config=config).cases}
+    # the default keeps small outputs on the host: downloaded whatever the verdict
+    default = {c.name: c for c in run(task, cuda_backend, config=config.model_copy(update={
+        "device_compare_min_bytes": 16 << 20, "outputs_dir": str(tmp_path / "default")})).cases}
+    assert all(c.outputs[0].compared_on == "host" and "y" in c.run.outputs for c in default.values())
+
+    passed, failed = searched["mode0"], searched["mode1"]
+    assert passed.passed and passed.outputs[0].compared_on == "device" and passed.run.outputs == {}
+    assert not failed.passed and failed.outputs[0].compared_on == "device"
+    assert failed.outputs[0].first_mismatch.index == [7] and failed.outputs[0].mismatches == 2
+    evidence, downloaded = np.load(failed.run.outputs["y"]), np.load(default["mode1"].run.outputs["y"])
+    assert evidence.tobytes() == downloaded.tobytes()  # the same seed's output, as the host path kept it
+    assert failed.rerun_differs == {"y": 0}  # deterministic: the re-run downloaded the same bytes
+    nan_case = searched["mode2"]  # a NaN alone (no element outside tolerance otherwise) is a failure too
+    assert not nan_case.passed and nan_case.outputs[0].compared_on == "device" and "y" in nan_case.run.outputs
 
 
 PEEK = textwrap.dedent("""
