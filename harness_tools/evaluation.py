@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -383,7 +383,7 @@ class _CaseRunner:
             result.tflops, result.gbps = self._rates(case, run.timing.median_ms)
         return result
 
-    def _inputs(self, case: Case) -> dict[str, np.ndarray]:
+    def _inputs(self, case: Case) -> Mapping[str, np.ndarray]:
         arrays, self.input_files = case_inputs(self.task, case, self.seed)
         return arrays
 

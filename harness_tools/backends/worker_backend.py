@@ -9,6 +9,7 @@ are written in scratch and moved to the folder asked for afterwards.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import stat
@@ -61,7 +62,13 @@ class WorkerBackend:
 
 
 def _inside(path: Path, folder: Path) -> bool:
-    return path.resolve().is_relative_to(folder.resolve())
+    return path.resolve().is_relative_to(_real(folder))
+
+
+@functools.lru_cache(maxsize=16)
+def _real(folder: Path) -> Path:
+    """The jail's folders, resolved once: resolving costs a system call per component, and they do not move."""
+    return folder.resolve()
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ its request here, so they cannot drift apart.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -120,7 +121,7 @@ def placement_for(role: str) -> Placement:
     return "guard" if role == "validation" else "tail"
 
 
-def case_inputs(task: Task, case: Case, seed: int) -> tuple[dict[str, np.ndarray], dict[str, Path]]:
+def case_inputs(task: Task, case: Case, seed: int) -> tuple[Mapping[str, np.ndarray], dict[str, Path]]:
     """(arrays, files) of a case's inputs for ``seed`` (the task's stored ones, or built by its generator: ``inputs``),
     saved once per spec/case/seed."""
     digest = hashlib.sha256(task.spec.model_dump_json().encode()).hexdigest()
@@ -131,8 +132,26 @@ def case_inputs(task: Task, case: Case, seed: int) -> tuple[dict[str, np.ndarray
             stored = generated_inputs(task, case, seed) if task.spec.inputs else draw_inputs(task.spec, case, seed)
         return {name: storable(arr) for name, arr in stored.items()}  # fp8/bf16 as raw records np.load reads back
     arrays, files = INPUT_FILES.get((folder_digest(task.folder), digest, case.name, seed), draw)  # a run's copy shares it
-    dtypes = {b.name: b.dtype for b in task.spec.buffers}
-    return {name: as_dtype(arr, dtypes[name]) for name, arr in arrays.items()}, files  # cached files say |V2 for bf16
+    return CaseInputs(arrays, {b.name: b.dtype for b in task.spec.buffers}), files
+
+
+class CaseInputs(Mapping[str, np.ndarray]):
+    """A case's input arrays in their task dtypes (kept files say |V2 for bf16), each converted when first read: most
+    evaluations read none of them (the oracle is cached, the worker reads the files)."""
+
+    def __init__(self, arrays: Mapping[str, np.ndarray], dtypes: dict[str, str]):
+        self._source, self._dtypes, self._arrays = arrays, dtypes, {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._arrays:
+            self._arrays[name] = as_dtype(self._source[name], self._dtypes[name])
+        return self._arrays[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._source)
+
+    def __len__(self) -> int:
+        return len(self._source)
 
 
 def case_arguments(task: Task, case: Case, input_files: dict[str, Path]) -> list[ArgSpec]:
