@@ -93,6 +93,7 @@ class RunStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._digests: dict[str, tuple[float, dict[str, str]]] = {}  # run id -> (created, {candidate id: hash})
 
     # ---- runs -----------------------------------------------------------------------------------
     def create_run(self, task: Task, origin: str, backend: str, max_candidates: int | None = None) -> RunRecord:
@@ -202,10 +203,21 @@ class RunStore:
         return events[-limit:] if limit else events
 
     def find_candidate(self, run_id: str, digest: str) -> str | None:
-        """The id of the candidate whose ``candidate.json`` records this content hash, if any."""
+        """The id of the candidate whose ``candidate.json`` records this content hash, if any. Each record is read
+        once per run (a candidate's content never changes): reading them all on every registration made a long
+        run's registrations quadratic. Candidates another process added are read when first listed; a run removed
+        and made anew under the same id (its creation time differs) is read afresh."""
+        created = self.run(run_id).created
+        if self._digests.get(run_id, (None, {}))[0] != created:
+            self._digests[run_id] = (created, {})
+        known = self._digests[run_id][1]
         for candidate_id in self.candidate_ids(run_id):
-            meta = self.read_json(run_id, candidate_id, "candidate.json")
-            if meta and meta.get("digest") == digest:
+            if candidate_id not in known:
+                meta = self.read_json(run_id, candidate_id, "candidate.json")
+                if not meta:  # being written by another process: read again next time
+                    continue
+                known[candidate_id] = meta.get("digest")
+            if known[candidate_id] == digest:
                 return candidate_id
         return None
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import threading
 
 import pytest
@@ -78,3 +80,29 @@ def test_best_only_improves(store):
     assert not store.offer_best(run_id, BestRecord(candidate_id="c0002", score_ms=3.0, backend="cpu", seed=1))
     assert store.offer_best(run_id, BestRecord(candidate_id="c0003", score_ms=1.0, backend="cpu", seed=1))
     assert store.best(run_id).candidate_id == "c0003"
+
+
+def _add(store: RunStore, run_id: str, digest: str) -> str:
+    with store.locked(run_id):
+        cid, _ = store.new_candidate(run_id)
+        store.write_artifact(run_id, cid, "candidate.json", json.dumps({"candidate_id": cid, "digest": digest}))
+    return cid
+
+
+def test_a_candidate_is_found_by_its_content_whoever_wrote_it_and_a_remade_run_is_not_mistaken(store, tmp_path):
+    run_id = store.create_run(resolve_task("transpose"), "transpose", "cpu").run_id
+    first = _add(store, run_id, "aaa")
+    assert store.find_candidate(run_id, "aaa") == first and store.find_candidate(run_id, "bbb") is None
+    other = RunStore(tmp_path / "results")  # another process on the same results folder
+    second = _add(other, run_id, "bbb")
+    assert store.find_candidate(run_id, "bbb") == second  # read when first listed
+    with store.locked(run_id):
+        store.new_candidate(run_id)  # a folder whose record is still being written: neither found nor remembered
+    assert store.find_candidate(run_id, "ccc") is None
+
+    shutil.rmtree(tmp_path / "results" / run_id)  # the run removed, and a new one takes its id
+    assert store.create_run(resolve_task("transpose"), "transpose", "cpu").run_id == run_id
+    again = _add(store, run_id, "zzz")
+    assert again == first
+    assert store.find_candidate(run_id, "zzz") == again  # c0001 holds other content now
+    assert store.find_candidate(run_id, "aaa") is None
