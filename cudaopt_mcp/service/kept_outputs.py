@@ -43,7 +43,8 @@ def keep_outputs(result: EvaluationResult, scratch: Path, folder: Path, run_dir:
     """Copy each case's outputs (when small, and failures within the run's budget) into the candidate folder."""
     target = folder / "outputs"
     shutil.rmtree(target, ignore_errors=True)
-    failures_left = run_budget_bytes() - failure_bytes(run_dir)
+    # what the run's failures hold already is read only when this one has some: it reads every candidate's manifest
+    failures_left = run_budget_bytes() - failure_bytes(run_dir) if not all(c.passed for c in result.cases) else 0
     manifest: dict[str, str] = {}
     for case in result.cases:
         size = _keep_case(case, scratch, target, failures_left)
