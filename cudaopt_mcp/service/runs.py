@@ -33,6 +33,7 @@ from cudaopt_mcp.errors import RunError
 from harness_tools import HarnessError, Task, load_task
 from harness_tools.run.cancellation import POLL_S, acquired, checkpoint
 from harness_tools.run.statistics import Interval
+from harness_tools.task.folder_digest import folder_digest
 
 
 class _Name:
@@ -93,6 +94,7 @@ class RunStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._tasks: dict[tuple[str, str], Task] = {}  # (run id, the task folder's content digest) -> loaded task
         self._digests: dict[str, tuple[float, dict[str, str]]] = {}  # run id -> (created, {candidate id: hash})
 
     # ---- runs -----------------------------------------------------------------------------------
@@ -123,7 +125,17 @@ class RunStore:
         return RunRecord.model_validate_json(self._run_dir(run_id).joinpath("run.json").read_text())
 
     def task(self, run_id: str) -> Task:
-        return load_task(self._run_dir(run_id) / "task")
+        """The run's copy of its task, loaded once per content of the folder (loading checks every file and
+        expression: milliseconds, asked for by every call on the run)."""
+        folder = self._run_dir(run_id) / "task"
+        key = (run_id, folder_digest(folder))
+        task = self._tasks.get(key)
+        if task is None:
+            task = load_task(folder)
+            if len(self._tasks) >= 16:
+                self._tasks.pop(next(iter(self._tasks)))
+            self._tasks[key] = task
+        return task
 
     def list_runs(self) -> list[RunRecord]:
         runs = []

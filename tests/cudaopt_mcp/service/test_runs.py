@@ -106,3 +106,15 @@ def test_a_candidate_is_found_by_its_content_whoever_wrote_it_and_a_remade_run_i
     assert again == first
     assert store.find_candidate(run_id, "zzz") == again  # c0001 holds other content now
     assert store.find_candidate(run_id, "aaa") is None
+
+
+def test_the_runs_task_is_loaded_again_when_its_folder_changes(store, tmp_path):
+    run_id = store.create_run(resolve_task("transpose"), "transpose", "cpu").run_id
+    first = store.task(run_id)
+    assert store.task(run_id) is first  # loaded once while the folder holds the same
+    task_json = tmp_path / "results" / run_id / "task" / "task.json"
+    spec = json.loads(task_json.read_text())
+    spec["description"] += " Edited in place."
+    task_json.write_text(json.dumps(spec))
+    assert store.task(run_id).spec.description.endswith("Edited in place.")
+    assert not first.spec.description.endswith("Edited in place.")
