@@ -330,8 +330,10 @@ def test_a_search_step_compares_small_outputs_on_the_device_and_run_downloads_th
                              "val_n1000003": "device", "perf_n10000000": "device"}, where
             ran = await call(c, "run", run_id=run_id, candidate_id=cid)
             assert not ran.is_error and "val_n1000003" in ran.structured_content["outputs_kept"], text(ran)
-            output = await c.read_resource(f"cudaopt://runs/{run_id}/candidates/{cid}/outputs/val_n1000003/c")
-            assert output.contents[0].blob
+            uri = f"cudaopt://runs/{run_id}/candidates/{cid}/outputs/val_n1000003/c"
+            summary = json.loads((await c.read_resource(f"{uri}/summary")).contents[0].text)
+            assert summary["shape"] == [1000003] and summary["dtype"] == "float32", summary
+            assert (await c.read_resource(f"{uri}?part=1")).contents[0].blob  # 4 MB: read in parts
     anyio.run(main)
 
 
