@@ -32,8 +32,7 @@ from harness_tools.backends.environment import Environment, read_clocks
 from harness_tools.check.case_request import case_arguments, case_inputs, case_request, placement_for
 from harness_tools.check.compare import OutputComparison, compare, keep_largest_maps, mismatch_message
 from harness_tools.check.custom_check import custom_check_failure, judged_by_check
-from harness_tools.check.device_compare import DEVICE_COMPARE_MIN_BYTES as COMPARE_MIN_BYTES
-from harness_tools.check.device_compare import Once, compared_on_device, device_checks_for, with_checks
+from harness_tools.check.device_compare import DEVICE_COMPARE_MIN_BYTES, Once, compared_on_device, device_checks_for, with_checks
 from harness_tools.check.failure_hints import hints_for
 from harness_tools.check.inputs import SCHEME, fresh_seed
 from harness_tools.check.memory_fit import check_memory  # also the service's, through this module
@@ -72,7 +71,7 @@ class EvaluationConfig(BaseModel):
     verify: Literal["auto", "device", "host"] = Field(
         "auto", description="where outputs are compared with the oracle: 'auto' on the device (cuda) from "
         "device_compare_min_bytes on, 'device' every output it can, 'host' all on the host")
-    device_compare_min_bytes: int = Field(COMPARE_MIN_BYTES, ge=0, description="(verify 'auto') smaller outputs are "
+    device_compare_min_bytes: int = Field(DEVICE_COMPARE_MIN_BYTES, ge=0, description="(verify 'auto') smaller outputs are "
                                           "downloaded, compared on the host and kept; on the device only failures are")
 
 

@@ -39,7 +39,7 @@ from cudaopt_mcp.service.progress import Progress, no_progress
 from cudaopt_mcp.service.runs import atomic_write
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import Candidate, Task
-from harness_tools.check.device_compare import SEARCH_DEVICE_COMPARE_MIN_BYTES
+from harness_tools.check.device_compare import DEVICE_COMPARE_MIN_BYTES, SEARCH_DEVICE_COMPARE_MIN_BYTES
 from harness_tools.evaluation import (
     MIN_CASE_S,
     EvaluationConfig,
@@ -74,23 +74,18 @@ def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: s
             cand = build_candidate(task, candidate)
             candidate_id, _ = register_candidate(state, run_id, task, cand, note, candidate.tunables)
         bounds = stop_bounds(state, run_id, candidate_id) if step == "evaluate" else {}
+    # a search step keeps only failures' outputs (service.kept_outputs): it compares small ones on the device too
+    compare_from = SEARCH_DEVICE_COMPARE_MIN_BYTES if step == "evaluate" else DEVICE_COMPARE_MIN_BYTES
     # compiling and running need no lock on the run: its other candidates evaluate meanwhile on other workers; one
     # candidate is worked on by one call at a time (its records are one set), the next waits here
     with state.claimed(run_id, candidate_id), recorded_if_cancelled(state, run_id, candidate_id, step):
             out = _execute(state, step, run_id, candidate_id, task, cand, roles, progress,
                            EvaluationConfig(seed=timing.seed, timeout_s=timing.timeout_s, roles=["validation"],
                                             timing=None if step == "run" else state.timing_plan(timing.warmup, timing.reps),
-                                            stop_timing_above_ms=bounds, **_compare_where(step)))
+                                            stop_timing_above_ms=bounds, device_compare_min_bytes=compare_from))
     progress(4, 4, "done")
     out.elapsed_s = round(time.perf_counter() - started, 3)
     return out
-
-
-def _compare_where(step: Step) -> dict:
-    """A search step (evaluate) compares every output of 64 KiB or more on the device: it keeps the outputs of
-    failures only (those are downloaded all the same), and a small output's download and host comparison cost
-    more than the device's. run and time download outputs under 16 MB, so a client can look at them."""
-    return {"device_compare_min_bytes": SEARCH_DEVICE_COMPARE_MIN_BYTES} if step == "evaluate" else {}
 
 
 def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, task: Task, cand: Candidate,

@@ -8,7 +8,7 @@ its request here, so they cannot drift apart.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +19,7 @@ from harness_tools.check.inputs import draw_inputs, scalar_arguments, stored_inp
 from harness_tools.compile import CompileResult
 from harness_tools.errors import CandidateError, ExpressionError
 from harness_tools.run.scratch import CACHE as INPUT_FILES
+from harness_tools.run.scratch import ReadOnFirstUse
 from harness_tools.run.timing import TimingPlan
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.dtypes import as_dtype, numpy_dtype, storable
@@ -132,26 +133,8 @@ def case_inputs(task: Task, case: Case, seed: int) -> tuple[Mapping[str, np.ndar
             stored = generated_inputs(task, case, seed) if task.spec.inputs else draw_inputs(task.spec, case, seed)
         return {name: storable(arr) for name, arr in stored.items()}  # fp8/bf16 as raw records np.load reads back
     arrays, files = INPUT_FILES.get((folder_digest(task.folder), digest, case.name, seed), draw)  # a run's copy shares it
-    return CaseInputs(arrays, {b.name: b.dtype for b in task.spec.buffers}), files
-
-
-class CaseInputs(Mapping[str, np.ndarray]):
-    """A case's input arrays in their task dtypes (kept files say |V2 for bf16), each converted when first read: most
-    evaluations read none of them (the oracle is cached, the worker reads the files)."""
-
-    def __init__(self, arrays: Mapping[str, np.ndarray], dtypes: dict[str, str]):
-        self._source, self._dtypes, self._arrays = arrays, dtypes, {}
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        if name not in self._arrays:
-            self._arrays[name] = as_dtype(self._source[name], self._dtypes[name])
-        return self._arrays[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._source)
-
-    def __len__(self) -> int:
-        return len(self._source)
+    dtypes = {b.name: b.dtype for b in task.spec.buffers}  # kept files say |V2 for bf16: each converted when read
+    return ReadOnFirstUse(arrays, lambda name: as_dtype(arrays[name], dtypes[name])), files
 
 
 def case_arguments(task: Task, case: Case, input_files: dict[str, Path]) -> list[ArgSpec]:

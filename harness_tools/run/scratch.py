@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -92,23 +92,25 @@ def default_cache_bytes() -> int:
     return max(MIN_CACHE_BYTES, available // 4)
 
 
-class MappedOnFirstUse(Mapping[str, np.ndarray]):
-    """Kept input files as arrays, each memory-mapped when first asked for: an evaluation whose oracle is cached and
-    whose worker reads the files itself needs none of them (reading each back cost a third of a millisecond)."""
+class ReadOnFirstUse(Mapping[str, np.ndarray]):
+    """Named arrays, each made by ``read(name)`` when first asked for: an evaluation whose oracle is cached and whose
+    worker reads the kept files itself needs none of them (reading each back cost a third of a millisecond)."""
 
-    def __init__(self, files: dict[str, Path]):
-        self._files, self._arrays = files, {}
+    def __init__(self, names: Iterable[str], read: Callable[[str], np.ndarray]):
+        self._names, self._read, self._arrays = list(names), read, {}
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._arrays:
-            self._arrays[name] = np.load(self._files[name], mmap_mode="r")
+            if name not in self._names:
+                raise KeyError(name)
+            self._arrays[name] = self._read(name)
         return self._arrays[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._files)
+        return iter(self._names)
 
     def __len__(self) -> int:
-        return len(self._files)
+        return len(self._names)
 
 
 class InputFiles:
@@ -123,7 +125,7 @@ class InputFiles:
         with self._drawing.held(key):
             hit = self.cached(key)
             if hit is not None:
-                return MappedOnFirstUse(hit), hit
+                return ReadOnFirstUse(hit, lambda name: np.load(hit[name], mmap_mode="r")), hit
             arrays = draw()
 
             def save(folder: Path) -> dict[str, Path]:

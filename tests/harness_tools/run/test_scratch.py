@@ -8,6 +8,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from harness_tools.run.scratch import PREFIX, InputFiles, sweep_dead_folders
 
@@ -70,3 +71,18 @@ def test_folders_of_dead_processes_are_swept_only_when_stale(tmp_path):
     os.utime(alive, (hour_ago, hour_ago))
     sweep_dead_folders(tmp_path)
     assert not old.exists() and recent.exists() and alive.exists()
+
+
+def test_kept_inputs_are_read_back_only_when_an_array_is_asked_for(tmp_path):
+    cache = InputFiles(max_bytes=1 << 20)
+    drawn = cache.get(("k",), lambda: {"a": np.arange(4.0), "b": np.ones(3)})[0]
+    assert list(drawn) == ["a", "b"]
+
+    kept = cache.cached(("k",))
+    kept["b"].unlink()  # a file nobody reads is never opened: the hit still answers
+    kept["b"].touch()
+    arrays, files = cache.get(("k",), lambda: pytest.fail("a kept entry is not drawn again"))
+    assert len(arrays) == 2 and set(arrays) == {"a", "b"} and files == kept
+    assert np.array_equal(arrays["a"], np.arange(4.0))
+    with pytest.raises(KeyError):
+        arrays["c"]
