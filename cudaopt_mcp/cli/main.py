@@ -46,6 +46,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def console() -> None:
+    """The ``cudaopt`` console script: :func:`main`, then a quick exit (:mod:`cudaopt_mcp.cli.quick_exit`)."""
+    from cudaopt_mcp.cli.quick_exit import quick_exit
+
+    quick_exit(main())
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cudaopt", description="Optimise CUDA kernels: compile, check, time.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
