@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.installed_bytecode import compile_installed
 from benchmarks.kernel_tuner_examples import read_json, wall_split
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,6 +99,7 @@ def main() -> int:
     parser.add_argument("--backend", choices=["cuda", "cpu"])
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    print(compile_installed(), file=sys.stderr, flush=True)
     for example in args.examples:
         shutil.rmtree(args.out / "cache" / example, ignore_errors=True)
     rows: dict[str, list[dict]] = {e: [] for e in args.examples}

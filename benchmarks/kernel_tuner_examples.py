@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.installed_bytecode import compile_installed
 from benchmarks.kernel_tuner_problem import (
     ROOT,
     answer_and_verify,
@@ -264,6 +265,7 @@ def main() -> int:
         return dry_run(args.examples, args.budget, args.seed)
 
     args.out.mkdir(parents=True, exist_ok=True)
+    print(compile_installed(), file=sys.stderr, flush=True)
     phases = ["warm"] if args.warm else ["cold", "warm"]
     started, rows = time.monotonic(), {}
     for ex in args.examples:
