@@ -53,3 +53,17 @@ def test_the_chosen_hyperparameters_are_the_likeliest_of_the_last_sweep():
             tried = model.lengths.copy()
             tried[i] = value
             assert likelihood(tried, model.noise) <= best + 1e-9
+
+
+def test_a_long_run_is_modelled_on_a_bounded_set_that_keeps_its_best_points():
+    rng = np.random.default_rng(7)
+    x = rng.random((3000, 4))  # more than MODEL_POINTS: a fit on all of them would take minutes here
+    y = ((x - 0.3) ** 2).sum(axis=1) + 0.001 * rng.standard_normal(3000)
+    model = GaussianProcess(x, y)
+    best = np.argsort(y)[:20]
+    mean, std = model.predict(x[best])
+    np.testing.assert_allclose(mean, y[best], atol=0.01)  # the best points are kept: the model goes through them
+    far = np.array([[0.95, 0.95, 0.95, 0.95]])
+    assert model.predict(far)[0][0] > y[best].max() + 0.5  # and the rest still shapes it
+    ei = model.expected_improvement(np.vstack([x[best[:1]] + 0.01, far]))
+    assert ei[0] > ei[1]
