@@ -4,6 +4,10 @@ Inputs: all evaluations of one invocation use one input seed (chosen here unless
 candidate is judged on the same data and the server's oracle cache is reused; at the end the best
 candidate is evaluated once more on fresh inputs (a new seed) before it is reported as confirmed.
 The loop stops at the iteration budget, at the time budget, or when the proposer has nothing new.
+
+Pipeline (a proposer that proposes ahead, on GPU backends by default): while an iteration's candidate is evaluated,
+the next ones are chosen (from the same attempts they would have seen before it started) and compiled, so neither
+the proposer's model nor the compiler waits on the GPU, nor the GPU on them.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
     stopped = f"iteration budget of {config.max_iterations} used"
     ahead: dict[int, _Ahead] = {}  # later iterations' proposals, chosen and compiling meanwhile
     depth = _ahead_depth(config, backend) if isinstance(proposer, ProposesAhead) else 0
-    async with anyio.create_task_group() as compiles:
+    async with anyio.create_task_group() as compiles, anyio.create_task_group() as now:
         for iteration in range(1, config.max_iterations + 1):
             if config.time_budget_s is not None and time.monotonic() - started > config.time_budget_s:
                 stopped = f"time budget of {config.time_budget_s:g} s used"
@@ -79,6 +83,10 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
                 attempt = Attempt(iteration=iteration, status="unusable_reply", failure=proposal.reason)
                 terminal.attempt(attempt)
             else:
+                if entry is None or entry.attempt is None:  # evaluated while the next ones are chosen: the
+                    entry = _Ahead(proposal)                 # proposer's time is then off the critical path
+                    now.start_soon(_evaluate_ahead, session, run_id, entry, iteration, seed, terminal,
+                                   _search_timing(config, backend))
                 for following in range(iteration + 1, min(iteration + depth, config.max_iterations) + 1):
                     if following not in ahead:
                         context = await _context(session, proposer, config, run_id, backend, task, following,
@@ -89,11 +97,8 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
                                                 terminal, _search_timing(config, backend))
                         else:
                             compiles.start_soon(_compile_ahead, session, run_id, ahead[following])
-                if entry is not None and entry.attempt is not None:
-                    attempt = entry.attempt
-                else:
-                    attempt = await _evaluate(session, run_id, proposal, iteration, seed, terminal,
-                                              timing=_search_timing(config, backend))
+                await entry.compiled.wait()  # set once evaluated
+                attempt = entry.attempt
             attempts.append(attempt)
             proposer.observe(attempt)
             _journal(run_dir, attempt)
