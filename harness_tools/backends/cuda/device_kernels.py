@@ -1,8 +1,8 @@
 """The cuda executor's own kernels: a read-only L2 eviction, a digest of a device buffer, an empty kernel, and the
 two that measure the device's peaks.
 
-Worker side only (imports the driver). Compiled once per worker with NVRTC, in the worker itself: the source is
-ours, not a candidate's, and the jailed compile child a candidate needs would add an interpreter's start (0.6-1.0 s
+Worker side only (imports the driver). Compiled once per worker with NVRTC, in the worker itself (:mod:`.own_cubins`,
+beside the context's creation): the source is ours, not a candidate's, and the jailed compile child a candidate needs would add an interpreter's start (0.6-1.0 s
 on the H200 host) to every respawn, as after a cancelled or timed-out kernel.
 
 - ``cudaopt_evict_l2`` reads a buffer several times the L2's size. A memset flush leaves the L2 full of dirty
@@ -25,9 +25,6 @@ from __future__ import annotations
 import ctypes
 
 from cuda.bindings import driver as cu  # imported by worker processes only
-
-from harness_tools.compile.nvrtc import nvrtc_version, run_nvrtc
-from harness_tools.errors import BackendError
 
 SOURCE = r"""
 __device__ __forceinline__ unsigned long long mix64(unsigned long long z)
@@ -107,12 +104,10 @@ KERNELS = ["cudaopt_digest", "cudaopt_evict_l2", "cudaopt_timing_floor_probe", "
 class DeviceKernels:
     """The helper kernels of one CUDA context, with the small device scratch they need."""
 
-    def __init__(self, arch: str, sm_count: int, stream, ok):
-        compiled = run_nvrtc(SOURCE, [f"--gpu-architecture={arch}", "-std=c++17"], arch, KERNELS, nvrtc_version())
-        if not compiled.ok or compiled.cubin is None:
-            raise BackendError(f"the executor's helper kernels did not compile:\n{compiled.log}")
+    def __init__(self, cubin: bytes, sm_count: int, stream, ok):
+        """``cubin``: :data:`SOURCE` compiled for the device (:mod:`.own_cubins`)."""
         self._ok, self.stream, self.blocks = ok, stream, sm_count * 8
-        self.module = ok(cu.cuModuleLoadData(compiled.cubin), "cuModuleLoadData(helpers)")
+        self.module = ok(cu.cuModuleLoadData(cubin), "cuModuleLoadData(helpers)")
         self.digest_fn = ok(cu.cuModuleGetFunction(self.module, b"cudaopt_digest"), "cuModuleGetFunction(digest)")
         self.evict_fn = ok(cu.cuModuleGetFunction(self.module, b"cudaopt_evict_l2"), "cuModuleGetFunction(evict_l2)")
         self.empty_fn = ok(cu.cuModuleGetFunction(self.module, b"cudaopt_timing_floor_probe"), "cuModuleGetFunction(probe)")

@@ -32,9 +32,7 @@ import numpy as np
 from cuda.bindings import driver as cu  # imported by worker processes only
 
 from harness_tools.backends.contract import BinGrid, DeviceCheck, DeviceComparison
-from harness_tools.backends.cuda.compare_kernels import CODES, KERNELS, MAP_BINS, NO_INDEX, SOURCE, STATS
-from harness_tools.compile.nvrtc import nvrtc_version, run_nvrtc
-from harness_tools.errors import BackendError
+from harness_tools.backends.cuda.compare_kernels import CODES, KERNELS, MAP_BINS, NO_INDEX, STATS
 from harness_tools.task.dtypes import numpy_dtype
 
 log = logging.getLogger(__name__)
@@ -75,13 +73,11 @@ def _ptr(address: int):
 class DeviceVerifier:
     """The comparison kernels of one context, the mask's key, and the masked references kept (LRU, in bytes)."""
 
-    def __init__(self, arch: str, sm_count: int, stream, budget_bytes: int, ok):
+    def __init__(self, cubin: bytes, sm_count: int, stream, budget_bytes: int, ok):
+        """``cubin``: :data:`~.compare_kernels.SOURCE` compiled for the device (:mod:`.own_cubins`)."""
         started = time.perf_counter()
         self._ok, self.stream, self.budget, self.blocks = ok, stream, budget_bytes, sm_count * 8
-        compiled = run_nvrtc(SOURCE, [f"--gpu-architecture={arch}", "-std=c++17"], arch, KERNELS, nvrtc_version())
-        if not compiled.ok or compiled.cubin is None:
-            raise BackendError(f"the executor's comparison kernels did not compile:\n{compiled.log}")
-        self.module = ok(cu.cuModuleLoadData(compiled.cubin), "cuModuleLoadData(compare)")
+        self.module = ok(cu.cuModuleLoadData(cubin), "cuModuleLoadData(compare)")
         self.fn = {name: ok(cu.cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
                    for name in KERNELS}
         self.stats = ok(cu.cuMemAlloc(STATS * 8), "cuMemAlloc(compare stats)")

@@ -33,9 +33,14 @@ from harness_tools.backends.contract import (
     KernelLaunch,
     tail_word,
 )
+from harness_tools.backends.cuda.compare_kernels import KERNELS as COMPARE_KERNELS
+from harness_tools.backends.cuda.compare_kernels import SOURCE as COMPARE_SOURCE
 from harness_tools.backends.cuda.device_buffers import BufferPlacer, DeviceBuffer
+from harness_tools.backends.cuda.device_kernels import KERNELS as HELPER_KERNELS
+from harness_tools.backends.cuda.device_kernels import SOURCE as HELPER_SOURCE
 from harness_tools.backends.cuda.device_kernels import DeviceKernels
 from harness_tools.backends.cuda.device_verifier import DeviceVerifier, device_compare_allowed
+from harness_tools.backends.cuda.own_cubins import OwnCubin
 from harness_tools.backends.cuda.peaks import Peaks, measure_peaks
 from harness_tools.backends.cuda.resident_inputs import ResidentInputs
 from harness_tools.backends.kernel_args import argument_array
@@ -71,16 +76,19 @@ class CudaExecutor:
         started = time.perf_counter()
         _ok(cu.cuInit(0), "cuInit")
         self.device = _ok(cu.cuDeviceGet(device), "cuDeviceGet")
-        self.context = _ok(cu.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
-        _ok(cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
-        self.stream = _ok(cu.cuStreamCreate(1), "cuStreamCreate")  # non-blocking
         attr = cu.CUdevice_attribute
-        self.sm_count = self._attr(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        self.l2_bytes = self._attr(attr.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
-        self.shared_optin = self._attr(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
         major = self._attr(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
         minor = self._attr(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
         self.arch = f"sm_{major}{minor}"
+        # our own kernels compile while the context is made (NVRTC needs no context and releases the GIL)
+        helpers = OwnCubin(HELPER_SOURCE, HELPER_KERNELS, self.arch, "helper kernels")
+        self._compare_cubin = OwnCubin(COMPARE_SOURCE, COMPARE_KERNELS, self.arch, "comparison kernels")
+        self.context = _ok(cu.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
+        _ok(cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        self.stream = _ok(cu.cuStreamCreate(1), "cuStreamCreate")  # non-blocking
+        self.sm_count = self._attr(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        self.l2_bytes = self._attr(attr.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+        self.shared_optin = self._attr(attr.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
         # At least twice the L2 and no less than the 256 MB triton's do_bench clears, so both methods
         # start each launch from the same cache state.
         self.flush_bytes = max(2 * self.l2_bytes, 256 << 20)
@@ -88,7 +96,7 @@ class CudaExecutor:
         _ok(cu.cuMemsetD32Async(self.flush_buffer, 0, self.flush_bytes // 4, self.stream), "clear flush buffer")
         _ok(cu.cuStreamSynchronize(self.stream), "clear flush buffer")
         context_s = time.perf_counter() - started  # a respawn's cost after a kill: logged, CUDAOPT_LOG=DEBUG
-        self.kernels = DeviceKernels(self.arch, self.sm_count, self.stream, _ok)
+        self.kernels = DeviceKernels(helpers.cubin(), self.sm_count, self.stream, _ok)
         log.debug("context and flush buffer %.3f s, helper kernels %.3f s", context_s,
                   time.perf_counter() - started - context_s)
         self.placer = BufferPlacer(device, self.kernels, _ok)
@@ -342,7 +350,8 @@ class CudaExecutor:
 
     def _verifier(self) -> DeviceVerifier:
         if self.verifier is None:
-            self.verifier = DeviceVerifier(self.arch, self.sm_count, self.stream, self.reference_budget, _ok)
+            self.verifier = DeviceVerifier(self._compare_cubin.cubin(), self.sm_count, self.stream,
+                                           self.reference_budget, _ok)
         return self.verifier
 
     @staticmethod
