@@ -5,8 +5,9 @@ The loop still goes through the server's tools, resources and prompts as any cli
 :class:`~cudaopt_mcp.client.session.Session`); only the second interpreter is gone, with its imports (the MCP
 SDK alone is about a second of them). The workers start first, in a thread, while this process imports the
 client and the server: a cuda worker's start (jail, interpreter, CUDA context, the device's peaks) then
-overlaps the imports instead of sitting inside the baseline's evaluation. A worker that cannot start is not an
-error here: the first call that needs it starts it again and reports why it cannot.
+overlaps the imports instead of sitting inside the baseline's evaluation. On cuda a quarter of the host's cores'
+worth of compiler children start too (a cold run's baseline compiles one variant per case at once). A worker that
+cannot start is not an error here: the first call that needs it starts it again and reports why it cannot.
 
 This process is the server's, so it creates no CUDA context either: only the jailed workers do.
 """
@@ -21,6 +22,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from cudaopt_mcp.service.state import STOP_MARGIN, ServerConfig, ServerState
+from harness_tools.compile.child import start_compilers_ahead
 
 log = logging.getLogger("cudaopt")
 
@@ -41,6 +43,8 @@ class LocalServer:
 
     def _start_workers(self) -> None:
         try:
+            if self.state.backend_name == "cuda":  # a cold run's baseline compiles a variant per case at once
+                start_compilers_ahead()
             self.state.device_info()  # starts the pool; the first worker measures its floor and peaks
         except Exception as exc:  # noqa: BLE001 - the first call that needs a worker meets this again, and says it
             log.debug("the workers did not start ahead of the first call: %s", exc)

@@ -61,6 +61,7 @@ class _CompileService:
         self._free = threading.Condition()
         self._idle: list[Worker] = []
         self._started = 0
+        self._starting = 0  # started ahead, not ready yet: a compile waits for one rather than start another
 
     @staticmethod
     def capacity() -> int:
@@ -87,21 +88,58 @@ class _CompileService:
 
     def _take(self) -> Worker:
         with self._free:
-            while not self._idle and self._started >= self.capacity():
+            while not self._idle and (self._started >= self.capacity() or self._starting):
                 self._free.wait()
             if self._idle:
                 return self._idle.pop()
             self._started += 1
         return Worker(EXECUTOR, spec=compiler_jail())
 
-    def close(self) -> None:
+    def start_ahead(self, count: int) -> list[threading.Thread]:
+        """Start up to ``count`` children now, each in a thread (a jailed interpreter's start, 0.6-1.0 s on the H200
+        host), so the first compiles (a cold run's baseline compiles one variant per case at once) find them
+        ready; return the threads. A child that cannot start is dropped: the compile that needs one starts it
+        again and reports why."""
         with self._free:
-            idle, self._idle, self._started = self._idle, [], 0
+            count = max(0, min(count, self.capacity() - self._started))
+            self._started += count
+            self._starting += count
+        threads = [threading.Thread(target=self._start_one, name="cudaopt-nvrtc-start", daemon=True)
+                   for _ in range(count)]
+        for thread in threads:
+            thread.start()
+        return threads
+
+    def _start_one(self) -> None:
+        worker = Worker(EXECUTOR, spec=compiler_jail())
+        try:
+            worker.start()
+        except Exception:  # noqa: BLE001 - the compile that needs a child starts one and reports why it cannot
+            worker.kill()
+            with self._free:
+                self._started -= 1
+                self._starting -= 1
+                self._free.notify_all()
+            return
+        with self._free:
+            self._idle.append(worker)
+            self._starting -= 1
+            self._free.notify_all()
+
+    def close(self) -> None:
+        with self._free:  # children still starting ahead join the idle list when they are up, as before
+            idle, self._idle, self._started = self._idle, [], self._starting
         for worker in idle:
             worker.close()
 
 
 SERVICE = _CompileService()
+
+
+def start_compilers_ahead() -> int:
+    """Start a quarter of the host's cores' worth of compiler children now (at most the service's capacity), for
+    a command about to compile: ``cudaopt optimize`` on a GPU host, while it imports. Return how many started."""
+    return len(SERVICE.start_ahead((os.cpu_count() or 1) // 4))
 
 
 def compile_workers() -> int:
