@@ -14,6 +14,7 @@ import json
 import time
 
 from cudaopt_mcp.api import HiddenVerdict
+from cudaopt_mcp.service.hidden_seeds import HIDDEN_DEVICE_COMPARE_MIN_BYTES
 from cudaopt_mcp.service.pooled import evaluate_pooled
 from cudaopt_mcp.service.runs import ARTIFACT, atomic_write
 from cudaopt_mcp.service.state import ServerState
@@ -38,7 +39,9 @@ def check_hidden(state: ServerState, run_id: str, task: Task, candidate: Candida
     runnable, too_big = _fitting(state, task, shapes)
     result = None
     if runnable:
-        config = EvaluationConfig(timing=None, roles=["validation"], timeout_s=timeout_s)
+        seed = state.hidden_seeds.take(task, runnable, state.backend_name)  # fresh, its cases made ahead
+        config = EvaluationConfig(timing=None, roles=["validation"], timeout_s=timeout_s, seed=seed,
+                                  device_compare_min_bytes=HIDDEN_DEVICE_COMPARE_MIN_BYTES)
         result = evaluate_pooled(state, hidden_task(task, runnable), candidate, config)
     verdict = _verdict(runnable, too_big, result)
     _store(state, run_id, candidate_id, verdict, runnable, too_big, result)

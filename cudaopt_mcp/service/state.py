@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from cudaopt_mcp.service.hidden_seeds import HiddenSeeds
 from cudaopt_mcp.service.runs import RunStore
 from harness_tools import TimingPlan, available_backends, backend_traits, create_backend
 from harness_tools.backends.contract import DeviceInfo
@@ -112,6 +113,7 @@ class ServerState:
     _name_guard: threading.Lock = field(default_factory=threading.Lock)
     _active: Counter[tuple[str, str]] = field(default_factory=Counter)  # calls working on each candidate
     _active_guard: threading.Condition = field(default_factory=threading.Condition)
+    hidden_seeds: HiddenSeeds = field(default_factory=HiddenSeeds)  # each hidden check's seed, chosen one ahead
 
     @classmethod
     def open(cls, config: ServerConfig) -> ServerState:

@@ -8,14 +8,19 @@ import os
 import time
 
 import anyio
+import numpy as np
 import pytest
 
 from cudaopt_mcp.api import CreateRunOutput, EvaluateOutput
 from cudaopt_mcp.cli.local_server import LocalServer
 from cudaopt_mcp.errors import SessionError
+from cudaopt_mcp.service.hidden import read_private_record
 from harness_tools.backends.cuda.backend import gpu_present
 from harness_tools.check.case_request import case_inputs
+from harness_tools.check.generated_inputs import generator_rng
 from harness_tools.task.loading import load_task, resolve_task
+from harness_tools.task.spec import Case
+from tests.cudaopt_mcp.service.test_hidden import GENERATOR, SCALE_TASK, hidden_values, write_task
 
 
 def _alive(pid: int) -> bool:
@@ -136,3 +141,35 @@ def test_a_task_that_cannot_be_loaded_is_not_drawn_and_the_run_reports_it_as_usu
         assert local.drawn is None
     finally:
         local.close()
+
+
+def test_the_baseline_hidden_checks_inputs_are_made_while_it_starts_too(tmp_path):
+    log = tmp_path / "drawn.log"
+    timed = [*SCALE_TASK["cases"], {"name": "perf", "role": "performance", "sizes": {"n": 65536}, "backends": ["cpu"]}]
+    folder = write_task(tmp_path / "generated", {**SCALE_TASK, "cases": timed,
+                                                 "inputs": {"file": "gen.py", "function": "make_inputs"}})
+    (folder / "gen.py").write_text(GENERATOR.format(log=str(log)))
+    local = LocalServer(tmp_path / "results", "cpu", None, None, ahead=(str(folder), 77))
+    hidden = hidden_values(load_task(folder))
+    made_ahead: set[str] = set()
+
+    async def main() -> EvaluateOutput:
+        async with local.session() as session:
+            run = (await session.call("create_run", CreateRunOutput, task=str(folder))).data
+            _wait_for(lambda: local.drawn is not None)
+            made_ahead.update(line for line in log.read_text().splitlines() if int(line.split()[0]) in hidden)
+            return (await session.call("evaluate", EvaluateOutput, run_id=run.run_id, seed=77, reps=5)).data
+
+    try:
+        result = anyio.run(main)
+        assert result.correct and result.new_best  # the first best: its hidden check ran
+        record = read_private_record(local.state, result.run_id, result.candidate_id)
+    finally:
+        local.close()
+    assert record["verdict"]["passed"] and made_ahead
+    for case in record["cases"]:  # the check's own seed drew what had been made ahead, at the start
+        n = case["sizes"]["n"]
+        first = float(generator_rng(record["evaluation"]["seed"], Case(name=case["name"], role="validation",
+                                                                       sizes=case["sizes"])).standard_normal(n)
+                      .astype(np.float32)[0])
+        assert f"{n} {first!r}" in made_ahead

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import anyio
+import numpy as np
 import pytest
 from mcp import Client, MCPError
 
@@ -18,6 +20,7 @@ from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
 from cudaopt_mcp.service.candidates import load_candidate
 from cudaopt_mcp.service.hidden import PRIVATE_RECORD, check_hidden, public_task_json, read_private_record
 from cudaopt_mcp.service.state import ServerConfig, ServerState
+from harness_tools.check.generated_inputs import generator_rng
 from harness_tools.check.hidden_shapes import hidden_shapes
 from harness_tools.task.spec import LaunchSpec
 
@@ -158,3 +161,47 @@ def test_the_private_record_and_the_hidden_cases_are_not_served(state, run):
 def test_public_task_json_leaves_a_task_without_hidden_cases_as_it_is():
     text = json.dumps({k: v for k, v in SCALE_TASK.items() if k != "hidden"}, indent=1)
     assert public_task_json(text) == text
+
+
+GENERATOR = """import numpy as np
+
+LOG = {log!r}
+
+
+def make_inputs(sizes, rng):
+    x = rng.standard_normal(sizes["n"]).astype(np.float32)
+    with open(LOG, "a") as f:
+        f.write(f"{{sizes['n']}} {{float(x[0])!r}}\\n")
+    return {{"x": x}}
+"""
+
+
+def _drawn(log: Path, sizes: set[int]) -> list[str]:
+    lines = log.read_text().splitlines() if log.is_file() else []
+    return [line for line in lines if int(line.split()[0]) in sizes]
+
+
+def test_each_hidden_check_finds_its_fresh_inputs_made_ahead_and_none_is_made_twice(state, tmp_path):
+    log = tmp_path / "drawn.log"
+    folder = write_task(tmp_path / "generated", {**SCALE_TASK, "inputs": {"file": "gen.py", "function": "make_inputs"}})
+    (folder / "gen.py").write_text(GENERATOR.format(log=str(log)))
+    run_id = run_creation.create_run(state, str(folder), None, None, None).run_id
+    cid = _validated(state, run_id, CORRECT, LaunchSpec(grid=["ceil_div(n, 256)"], block=[256]))
+    task = state.store.task(run_id)
+    sizes, shapes = hidden_values(task), hidden_shapes(task.spec, "cpu")
+
+    assert _check(state, run_id, cid).passed  # its own seed, then the next check's inputs are made in a thread
+    deadline = time.monotonic() + 120
+    while len(_drawn(log, sizes)) < 2 * len(shapes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    made_ahead = set(_drawn(log, sizes))
+    assert len(made_ahead) == 2 * len(shapes)  # two seeds' worth, each case once
+
+    assert _check(state, run_id, cid).passed
+    seed = read_private_record(state, run_id, cid)["evaluation"]["seed"]
+    for shape in shapes:  # what the second check's seed draws (as gen.py does) was made ahead, not drawn again
+        n = shape.case.sizes["n"]
+        first = float(generator_rng(seed, shape.case).standard_normal(n).astype(np.float32)[0])
+        assert f"{n} {first!r}" in made_ahead
+    drawn = _drawn(log, sizes)
+    assert len(drawn) == len(set(drawn))  # no seed's case was made twice
