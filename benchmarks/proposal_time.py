@@ -12,39 +12,18 @@ still chooses the same).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
-import time
 from pathlib import Path
 
 from benchmarks import tuner_replay
-from cudaopt_mcp.client.proposal import Attempt, NoProposal, ProposalContext, ProposerSettings
-from cudaopt_mcp.client.proposers import create_proposer
-from cudaopt_mcp.service.views import task_summary
-from harness_tools import resolve_task
 
 
 def timed_replay(task_name: str, table: dict, budget: int, seed: int) -> tuple[list[float], float]:
     """(seconds of each proposal, the best score found)."""
-    task = task_summary(resolve_task(task_name), "run-001")
-    proposer = create_proposer("tuner", ProposerSettings(seed=seed))
-    attempts: list[Attempt] = []
     seconds: list[float] = []
-    for iteration in range(1, budget + 1):
-        context = ProposalContext(run_id="run-001", backend="cuda", task=task, iteration=iteration,
-                                  max_iterations=budget, attempts=attempts)
-        started = time.perf_counter()
-        proposal = proposer.propose(context)
-        seconds.append(time.perf_counter() - started)
-        if isinstance(proposal, NoProposal):
-            break
-        score = table.get(tuner_replay.key_of(proposal.tunables))
-        attempt = Attempt(iteration=iteration, proposal=proposal, candidate_id=f"c{iteration:04d}",
-                          status="correct" if score is not None else "incorrect", correct=score is not None,
-                          score_ms=score)
-        attempts.append(attempt)
-        proposer.observe(attempt)
-    scored = [a.score_ms for a in attempts if a.score_ms is not None]
-    return seconds, min(scored) if scored else float("nan")
+    scores = tuner_replay.replay_tpe(task_name, table, budget, seed, seconds)
+    return seconds, min((s for s in scores if math.isfinite(s)), default=float("nan"))
 
 
 def main() -> int:

@@ -30,6 +30,7 @@ import random
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from benchmarks import kt_cache
@@ -117,7 +118,9 @@ def evaluations_to_target(scores: list[float], target: float) -> int | None:
     return None
 
 
-def replay_tpe(task_name: str, table: dict[Key, float], budget: int, seed: int) -> list[float]:
+def replay_tpe(task_name: str, table: dict[Key, float], budget: int, seed: int,
+               seconds: list[float] | None = None) -> list[float]:
+    """Each proposal's score (inf: failed); ``seconds``, when given, gets how long each proposal took."""
     task = task_summary(resolve_task(task_name), "run-001")
     proposer = create_proposer("tuner", ProposerSettings(seed=seed))
     attempts: list[Attempt] = []
@@ -125,7 +128,10 @@ def replay_tpe(task_name: str, table: dict[Key, float], budget: int, seed: int) 
     for iteration in range(1, budget + 1):
         context = ProposalContext(run_id="run-001", backend="cuda", task=task, iteration=iteration,
                                   max_iterations=budget, attempts=attempts)
+        started = time.perf_counter()
         proposal = proposer.propose(context)
+        if seconds is not None:
+            seconds.append(time.perf_counter() - started)
         if isinstance(proposal, NoProposal):
             break
         score = table.get(key_of(proposal.tunables))
