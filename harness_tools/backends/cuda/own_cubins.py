@@ -5,6 +5,10 @@ the helper kernels (:mod:`.device_kernels`, needed before the worker says it is 
 (:mod:`.device_verifier`, 0.3-0.6 s of NVRTC on a 2-core host). These were compiled inside the first evaluation
 that compared an output on the device: a search's baseline, typically, on its critical path. The sources are
 ours, not a candidate's, so they compile in the worker itself (see :mod:`.device_kernels`).
+
+The threads are not daemons: a process that exits while NVRTC is still compiling in one (a profiler's or a
+sanitizer's launch child after a short case) would unload NVRTC under it and die of a segmentation fault. The
+interpreter's exit waits for them instead (a fraction of a second at most); ``os._exit`` does not, and is safe.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ class OwnCubin:
         self.what, self.arch = what, arch
         self._result: CompileResult | None = None
         self._error: Exception | None = None
-        self._thread = threading.Thread(target=self._compile, args=(source, kernels, arch), daemon=True,
+        self._thread = threading.Thread(target=self._compile, args=(source, kernels, arch), daemon=False,
                                         name=f"cudaopt-nvrtc-{what.replace(' ', '-')}")
         self._thread.start()
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from harness_tools.backends.cuda import compare_kernels, device_kernels
@@ -31,3 +34,15 @@ def test_an_arch_nvrtc_refuses_is_a_backend_error_too():
     own = OwnCubin(device_kernels.SOURCE, device_kernels.KERNELS, "sm_1", "helper kernels")
     with pytest.raises(BackendError, match="helper kernels did not compile for sm_1:"):
         own.cubin()
+
+
+def test_a_process_that_exits_while_its_own_kernels_still_compile_exits_cleanly():
+    # a sanitizer's launch child can finish its case before the comparison kernels it never used are compiled;
+    # exiting under a running NVRTC crashed it (and the sanitizer called the clean run failed)
+    code = ("from harness_tools.backends.cuda import compare_kernels as m\n"
+            "from harness_tools.backends.cuda.own_cubins import OwnCubin\n"
+            "OwnCubin(m.SOURCE, m.KERNELS, 'sm_90', 'comparison kernels')\n"
+            "import time; time.sleep(0.1)\n")  # NVRTC is under way, not finished
+    for _ in range(4):  # the crash came in most exits
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
