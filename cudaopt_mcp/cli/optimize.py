@@ -95,8 +95,8 @@ def run_optimize(args: argparse.Namespace) -> int:
         finally:
             proposer.close()
     finally:
-        if local is not None:
-            local.close()
+        if local is not None:  # the command ends now: its workers are asked to exit, not waited for
+            local.close(wait=False)
     if not args.server and args.report:
         from cudaopt_mcp.cli.report_command import report_after_run
 

@@ -164,12 +164,13 @@ class ServerState:
         with self.pool().exclusive() as member:
             yield member
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Stop the workers; ``wait=False`` asks them to exit and does not wait: for a process about to end."""
         with self._backend_guard:  # a pool starting finishes first, and none starts after
             self._closed = True
             if self._pool is not None:
                 log.info("closing the %s backend", self._backend_name)
-                self._pool.close()
+                self._pool.close(wait)
                 self._pool = None
 
     # ---- defaults that depend on the backend ------------------------------------------------------

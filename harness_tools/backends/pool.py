@@ -21,6 +21,7 @@ from harness_tools.backends.contract import DeviceInfo
 from harness_tools.backends.protocols import ExecutionBackend
 from harness_tools.errors import BackendError, BackendUnavailable
 from harness_tools.run import cancellation
+from harness_tools.run.worker import close_side_by_side
 
 log = logging.getLogger("harness_tools.pool")
 
@@ -108,10 +109,9 @@ class BackendPool:
         with contextlib.suppress(Exception):
             member.backend.close()
 
-    def close(self) -> None:
-        for member in self._members:
-            with contextlib.suppress(Exception):
-                member.backend.close()
+    def close(self, wait: bool = True) -> None:
+        """Close every member side by side; ``wait=False`` for a process about to end (:func:`close_side_by_side`)."""
+        close_side_by_side([member.backend.close for member in self._members], wait)
 
     # ---- internals -------------------------------------------------------------------------------
     def _take(self, avoid: frozenset[int], as_exclusive: bool = False) -> PoolMember | None:

@@ -18,7 +18,7 @@ import threading
 from harness_tools.compile.nvrtc import cuda_include_dir, nvrtc_version, run_nvrtc
 from harness_tools.errors import WorkerDied, WorkerTimeout
 from harness_tools.run.jail import JailSpec, Limits
-from harness_tools.run.worker import Worker
+from harness_tools.run.worker import Worker, close_side_by_side
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("CUDAOPT_COMPILE_TIMEOUT_S", "60"))
 MEMORY_MB = int(os.environ.get("CUDAOPT_COMPILE_MEMORY_MB", "4096"))
@@ -126,11 +126,11 @@ class _CompileService:
             self._starting -= 1
             self._free.notify_all()
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Close the idle children side by side; ``wait=False`` at the interpreter's exit, which ends them anyway."""
         with self._free:  # children still starting ahead join the idle list when they are up, as before
             idle, self._idle, self._started = self._idle, [], self._starting
-        for worker in idle:
-            worker.close()
+        close_side_by_side([worker.close for worker in idle], wait)
 
 
 SERVICE = _CompileService()
@@ -145,4 +145,4 @@ def start_compilers_ahead() -> int:
 def compile_workers() -> int:
     """How many compiles may run at once (CUDAOPT_COMPILE_WORKERS, default the host's cores, at most 8)."""
     return _CompileService.capacity()
-atexit.register(SERVICE.close)
+atexit.register(SERVICE.close, wait=False)

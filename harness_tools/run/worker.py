@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from harness_tools.errors import BackendUnavailable, WorkerDied, WorkerError, WorkerTimeout
@@ -162,12 +163,32 @@ class Worker:
 
     def close(self) -> None:
         if self._to_child is not None and self.alive:
+            asked = time.monotonic()
             try:
                 messages.send(self._to_child, ["exit", None])
                 self._process.wait(timeout=10)
             except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
                 pass
+            else:  # a cuda worker's exit includes its context's teardown
+                log.debug("worker pid %s exited %.3f s after it was asked to", self._process.pid, time.monotonic() - asked)
         self.kill()
+
+
+def close_side_by_side(closers: list[Callable[[], None]], wait: bool = True) -> None:
+    """Run each ``close`` in a thread of its own: each waits for its process's exit (0.1-0.7 s on a GPU host), so
+    side by side they take the longest one's time, not the sum. ``wait=False`` leaves them to finish: for a
+    process about to end, whose jailed children die with it anyway (PDEATHSIG); a close's error is logged."""
+    def close(one: Callable[[], None]) -> None:
+        try:
+            one()
+        except Exception:  # one child's failed close must not stop the others'
+            log.warning("a worker's close failed", exc_info=True)
+
+    threads = [threading.Thread(target=close, args=(one,), name="cudaopt-close", daemon=True) for one in closers]
+    for thread in threads:
+        thread.start()
+    for thread in threads if wait else []:
+        thread.join()
 
 
 def _relay(stream) -> None:

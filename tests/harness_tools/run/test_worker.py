@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from harness_tools.errors import BackendUnavailable, WorkerDied, WorkerError, WorkerTimeout
 from harness_tools.run.jail import JailSpec
-from harness_tools.run.worker import Worker
+from harness_tools.run.worker import Worker, close_side_by_side
 
 ECHO = "tests.harness_tools.run.echo_executor:EchoExecutor"
 ROOT = Path(__file__).resolve().parents[3]
@@ -71,7 +74,7 @@ def test_failed_start_is_backend_unavailable():
 def test_child_stdout_never_reaches_parent_stdout(tmp_path):
     script = textwrap.dedent(f"""
         from harness_tools.run.jail import JailSpec
-        from harness_tools.run.worker import Worker
+        from harness_tools.run.worker import Worker, close_side_by_side
         w = Worker({ECHO!r}, 0, JailSpec(purpose="t", read_only=({str(ROOT / "tests")!r},), env={{"PYTHONPATH": {str(ROOT)!r}}}))
         w.start()
         assert w.call("shout", "SECRET-PRINTF", 10) == "ok"
@@ -83,3 +86,41 @@ def test_child_stdout_never_reaches_parent_stdout(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "done"
     assert "SECRET-PRINTF" in out.stderr
+
+
+def test_workers_close_side_by_side_and_one_failing_close_stops_none_of_the_others():
+    both_closing = threading.Barrier(2, timeout=20)  # one after the other, the first would wait here in vain
+    done: list[str] = []
+
+    def close(name: str):
+        def run():
+            both_closing.wait()
+            done.append(name)
+        return run
+
+    def broken():
+        raise OSError("this close failed")
+
+    close_side_by_side([close("a"), broken, close("b")])
+    assert sorted(done) == ["a", "b"]
+
+
+def test_a_close_not_waited_for_still_lets_the_worker_exit_on_its_own_and_reaps_it():
+    workers = [Worker(ECHO, device=0, spec=SPEC) for _ in range(2)]
+    for w in workers:
+        w.start()
+    pids = [w.pid for w in workers]
+    close_side_by_side([w.close for w in workers], wait=False)
+    deadline = time.monotonic() + 30
+    while any(_exists(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_exists(pid) for pid in pids)  # exited and reaped (no zombie left) by the close's own thread
+    assert not any(w.alive for w in workers)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
