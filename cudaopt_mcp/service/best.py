@@ -17,13 +17,15 @@ The stored best number is that head-to-head measurement, with its interval, the 
 baseline measured beside it (so "speed-up vs baseline" compares like with like). The baseline, when it is a third
 contender, is timed in the middle round only: it takes no part in the decision, and a slow baseline timed in
 every round made each new best cost several evaluations of it (about 1.2 s per configuration of a 16-point
-matmul search on the H200). Re-evaluating the best says
+matmul search on the H200). Its timed launches are also bounded by time (:func:`baseline_round_plan`): matmul's
+26 ms baseline timed 3 + 30 times was 0.9 s of each 2 s head-to-head on the H100. Re-evaluating the best says
 whether the new measurement agrees with the recorded one, and checks the hidden shapes again (the end of a
 run): a best that fails them stops being the best.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from pydantic import BaseModel
@@ -36,11 +38,13 @@ from cudaopt_mcp.service.state import ServerState
 from harness_tools import EvaluationConfig, EvaluationResult, backend_traits, evaluate
 from harness_tools.run.scratch import scratch_dir
 from harness_tools.run.statistics import Interval, clearly_faster, median_interval, score_interval
-from harness_tools.run.timing import geomean
+from harness_tools.run.timing import TimingPlan, geomean
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.spec import Task
 
 HEAD_TO_HEAD_TIMEOUT_S = 120.0  # per evaluation: the offer's own budget may be nearly spent by the time it is offered
+BASELINE_ROUND_MS = 150.0  # at most about this much of timed launches for the baseline's one round ...
+MIN_BASELINE_REPS = 5  # ... and never fewer launches than this: a median and its interval, of a kernel this slow
 ROUNDS = 3  # head-to-head rounds: each times every contender once; the order reverses every round (A B, B A, A B).
 # Winning all of them by chance has odds 1 in 8: with two rounds (1 in 4) one clone of sgemm was crowned on the H200.
 
@@ -168,11 +172,16 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
                   best: BestRecord) -> BestRecord:
     """Time incumbent, challenger (and baseline) in turn on the offer's seed and plan; pool each one's samples."""
     contenders = {best.candidate_id: load_candidate(state, run_id, best.candidate_id), offered.candidate_id: cand}
-    baseline_id = _baseline_id(state, run_id)
+    baseline = _baseline_record(state, run_id)
+    baseline_id = baseline.candidate_id if baseline else None
     if baseline_id and baseline_id not in contenders:
         contenders[baseline_id] = load_candidate(state, run_id, baseline_id)
     config = offered.config.model_copy(update={"seed": offered.result.seed, "roles": ["performance"], "outputs_dir": None,
                                                "timeout_s": HEAD_TO_HEAD_TIMEOUT_S, "stop_timing_above_ms": {}})
+    third = baseline is not None and baseline_id not in (best.candidate_id, offered.candidate_id)
+    baseline_config = config
+    if third and baseline is not None and config.timing is not None:
+        baseline_config = config.model_copy(update={"timing": baseline_round_plan(config.timing, baseline.score_ms)})
     samples: dict[str, dict[str, list[float]]] = {cid: {} for cid in contenders}
     per_round: dict[str, list[float]] = {cid: [] for cid in contenders}
     order = list(contenders)
@@ -181,9 +190,10 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
             # reversing the order each round cancels a steady drift (clocks ramping, a neighbour leaving) that
             # would otherwise favour whoever is timed second: seen on the H200 with a fixed order
             for cid in order if r % 2 == 0 else reversed(order):
-                if cid == baseline_id and cid not in (best.candidate_id, offered.candidate_id) and r != ROUNDS // 2:
+                if third and cid == baseline_id and r != ROUNDS // 2:
                     continue  # the baseline only gives the speed-up its like-for-like figure: one round, the middle
-                result = evaluate(task, contenders[cid], worker.backend, config)
+                plan = baseline_config if third and cid == baseline_id else config
+                result = evaluate(task, contenders[cid], worker.backend, plan)
                 per_round[cid].append(result.score_ms or float("inf"))
                 for case in result.cases:
                     if case.timing is not None:
@@ -200,6 +210,7 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
                       seed=offered.result.seed, score_ci=mine[1], confirmed_against=best.candidate_id,
                       incumbent_score_ms=theirs[0], incumbent_ci=theirs[1],
                       baseline_score_ms=base[0] if base else None,
+                      baseline_reps=baseline_config.timing.reps if third and base and baseline_config.timing else None,
                       warmup=config.timing.warmup if config.timing else None,
                       reps=config.timing.reps * ROUNDS if config.timing else None, rounds=ROUNDS, rounds_won=won)
 
@@ -210,9 +221,24 @@ def _pooled(cases: dict[str, list[float]]) -> tuple[float, Interval]:
             score_interval([median_interval(s) for s in cases.values()]))
 
 
-def _baseline_id(state: ServerState, run_id: str) -> str | None:
+def baseline_round_plan(plan: TimingPlan, baseline_ms: float | None) -> TimingPlan:
+    """The plan for the baseline's one head-to-head round: ``plan``'s launches, fewer for a baseline so slow that
+    they would take over ``BASELINE_ROUND_MS`` (its figure is the speed-up's denominator, not a verdict), never
+    fewer than ``MIN_BASELINE_REPS``."""
+    if not baseline_ms or baseline_ms <= 0:
+        return plan
+    reps = max(MIN_BASELINE_REPS, math.ceil(BASELINE_ROUND_MS / baseline_ms))
+    return plan if reps >= plan.reps else plan.model_copy(update={"reps": reps})
+
+
+def _baseline_record(state: ServerState, run_id: str) -> BestRecord | None:
     path = state.store.run_file(run_id, "baseline.json")
-    return BestRecord.model_validate_json(path.read_text()).candidate_id if path.is_file() else None
+    return BestRecord.model_validate_json(path.read_text()) if path.is_file() else None
+
+
+def _baseline_id(state: ServerState, run_id: str) -> str | None:
+    record = _baseline_record(state, run_id)
+    return record.candidate_id if record else None
 
 
 def _crown(state: ServerState, run_id: str, task: Task, cand: Candidate, record: BestRecord) -> None:

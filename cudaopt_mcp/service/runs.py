@@ -73,6 +73,8 @@ class BestRecord(BaseModel):
     incumbent_score_ms: float | None = None
     incumbent_ci: Interval | None = None
     baseline_score_ms: float | None = Field(None, description="the baseline, timed in the same head-to-head")
+    baseline_reps: int | None = Field(None, description="timed launches per case behind baseline_score_ms (its one "
+                                      "round; fewer than reps for a slow baseline: baseline_round_plan)")
     warmup: int | None = None
     reps: int | None = Field(None, description="timed launches per case behind score_ms (pooled)")
     rounds: int | None = Field(None, description="head-to-head rounds (the order reversed each round)")

@@ -8,7 +8,9 @@ import pytest
 
 from cudaopt_mcp.service import evaluations, run_creation
 from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
+from cudaopt_mcp.service.best import BASELINE_ROUND_MS, MIN_BASELINE_REPS, baseline_round_plan
 from cudaopt_mcp.service.state import ServerConfig, ServerState
+from harness_tools.run.timing import TimingPlan
 
 FAST = {"BLOCK": 256, "ITEMS": 2, "GRID_THREADS": 65536, "CS": 0}  # ~10x the baseline's speed on a CPU
 TIMING = TimingArgs(timeout_s=300)
@@ -76,3 +78,13 @@ def test_a_gain_far_beyond_drift_is_crowned_without_a_head_to_head(tmp_path):
         assert fast.speedup_vs_baseline == pytest.approx(base.score_ms / fast.score_ms, rel=1e-3)
     finally:
         sure.close()
+
+
+def test_a_slow_baselines_one_head_to_head_round_is_timed_for_a_bounded_time_and_a_fast_ones_in_full():
+    plan = TimingPlan(warmup=3, reps=30)
+    slow = baseline_round_plan(plan, 26.0)  # matmul's naive kernel on the H100: 30 launches were 0.8 s
+    assert slow.reps == MIN_BASELINE_REPS + 1 and slow.warmup == 3 and slow.reps * 26.0 <= BASELINE_ROUND_MS + 26.0
+    assert baseline_round_plan(plan, 1000.0).reps == MIN_BASELINE_REPS  # never fewer than that, however slow
+    assert baseline_round_plan(plan, 0.044) == plan  # a fast one keeps the plan
+    assert baseline_round_plan(plan, None) == plan and baseline_round_plan(plan, 0.0) == plan  # no figure: in full
+    assert baseline_round_plan(TimingPlan(warmup=1, reps=4), 26.0).reps == 4  # never more than the plan
