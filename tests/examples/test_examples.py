@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness_tools.evaluation import EvaluationConfig, evaluate
@@ -115,3 +116,22 @@ def test_tuned_default_passes_on_cpu(name, cpu_backend):
     space = TunableSpace(tunables.params, tunables.constraints)
     assert space.is_valid(space.key(config)), f"fallback configuration {config} is not a valid point of the space"
     _check(task, candidates.tuned(task, config), cpu_backend)
+
+
+def test_convolutions_reference_shared_among_threads_is_bit_for_bit_one_pass_in_tap_order():
+    # the reference takes row blocks on several threads; each element must still be summed tap by tap, in order
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("conv_reference", EXAMPLES / "convolution" / "reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rng = np.random.default_rng(5)
+    for w, h, fw, fh in [(1, 1, 1, 1), (37, 53, 5, 3), (300, 200, 17, 17)]:  # one block, a few, many and a tail
+        image = rng.standard_normal((h + fh - 1, w + fw - 1))
+        taps = rng.standard_normal((fh, fw))
+        one_pass = np.zeros((h, w))
+        for i in range(fh):
+            for j in range(fw):
+                one_pass += taps[i, j] * image[i:i + h, j:j + w]
+        got = module.reference({"input": image.reshape(-1), "filter": taps.reshape(-1)}, {"W": w, "H": h, "FW": fw, "FH": fh})
+        assert np.array_equal(got["output"], one_pass)
