@@ -36,7 +36,7 @@ from cudaopt_mcp.service.early_stop import stop_bounds
 from cudaopt_mcp.service.kept_outputs import forget_passed_outputs, keep_outputs
 from cudaopt_mcp.service.pooled import evaluate_pooled
 from cudaopt_mcp.service.progress import Progress, no_progress
-from cudaopt_mcp.service.runs import atomic_write
+from cudaopt_mcp.service.runs import RunStore, atomic_write
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import Candidate, Task
 from harness_tools.check.device_compare import DEVICE_COMPARE_MIN_BYTES, SEARCH_DEVICE_COMPARE_MIN_BYTES
@@ -135,7 +135,10 @@ def _store(state: ServerState, step: Step, run_id: str, candidate_id: str, task:
     """Keep the step's outputs and record, update baseline and best, log (under the run's lock)."""
     store = state.store
     folder = store.candidate_dir(run_id, candidate_id)
-    kept = keep_outputs(result, scratch, folder, store.run_dir(run_id))
+    # a scored search step's passed outputs are kept by the baseline and the best only: held back until that is known
+    held = step == "evaluate" and result.score_ms is not None and not _is_baseline(store, run_id, candidate_id)
+    scratch_outputs = {c.name: dict(c.run.outputs) for c in result.cases if held and c.passed and c.run is not None}
+    kept = keep_outputs(result, scratch, folder, store.run_dir(run_id), passed=not held)
     if step == "run":
         _strip_timing(result)
     atomic_write(folder / RECORD[step], result.model_dump_json(indent=2))
@@ -143,6 +146,12 @@ def _store(state: ServerState, step: Step, run_id: str, candidate_id: str, task:
     validated = validated_before or ("validation" in roles and result.correct)
     previous_best = store.best(run_id)
     _update_scores(state, run_id, candidate_id, task, cand, result, config, out, validated)
+    if held and out.new_best:  # now the best: its passed outputs are copied (the scratch folder is still there)
+        for case in result.cases:
+            if case.run is not None and case.name in scratch_outputs:
+                case.run.outputs = scratch_outputs[case.name]
+        out.outputs_kept = keep_outputs(result, scratch, folder, store.run_dir(run_id))
+        atomic_write(folder / RECORD[step], result.model_dump_json(indent=2))
     if step == "evaluate" and out.score_ms is not None:  # a scored search step; run, time and validation-only
         # evaluations keep what they made (they are how a client looks at outputs)
         _trim_outputs(state, run_id, candidate_id, out, previous_best.candidate_id if previous_best else None)
@@ -158,13 +167,14 @@ def _trim_outputs(state: ServerState, run_id: str, candidate_id: str, out: Evalu
     """Passed outputs stay with the baseline and the best only (service.kept_outputs)."""
     store = state.store
     best = store.best(run_id)
-
-    def is_baseline(cid: str) -> bool:
-        return bool((store.read_json(run_id, cid, "candidate.json") or {}).get("baseline"))
-    if out.new_best and previous_best and previous_best != candidate_id and not is_baseline(previous_best):
+    if out.new_best and previous_best and previous_best != candidate_id and not _is_baseline(store, run_id, previous_best):
         forget_passed_outputs(store.candidate_dir(run_id, previous_best))
-    if not is_baseline(candidate_id) and (best is None or best.candidate_id != candidate_id):
+    if not _is_baseline(store, run_id, candidate_id) and (best is None or best.candidate_id != candidate_id):
         out.outputs_kept = forget_passed_outputs(store.candidate_dir(run_id, candidate_id))
+
+
+def _is_baseline(store: RunStore, run_id: str, candidate_id: str) -> bool:
+    return bool((store.read_json(run_id, candidate_id, "candidate.json") or {}).get("baseline"))
 
 
 def _fill(out: EvaluateOutput, result: EvaluationResult, kept: list[str], run_id: str, candidate_id: str,

@@ -39,14 +39,20 @@ def run_budget_bytes() -> int:
         raise ValueError(f"CUDAOPT_RUN_OUTPUTS_MB={text!r} is not a whole number of MiB") from None
 
 
-def keep_outputs(result: EvaluationResult, scratch: Path, folder: Path, run_dir: Path) -> list[str]:
-    """Copy each case's outputs (when small, and failures within the run's budget) into the candidate folder."""
+def keep_outputs(result: EvaluationResult, scratch: Path, folder: Path, run_dir: Path, passed: bool = True) -> list[str]:
+    """Copy each case's outputs (when small, and failures within the run's budget) into the candidate folder.
+    ``passed=False``: a passed case's outputs are neither copied nor named in its run (a search step's candidate
+    keeps them only once it is the best; copying them to delete them a moment later was most of a step's own time)."""
     target = folder / "outputs"
     shutil.rmtree(target, ignore_errors=True)
     # what the run's failures hold already is read only when this one has some: it reads every candidate's manifest
     failures_left = run_budget_bytes() - failure_bytes(run_dir) if not all(c.passed for c in result.cases) else 0
     manifest: dict[str, str] = {}
     for case in result.cases:
+        if case.passed and not passed:
+            if case.run is not None:
+                case.run.outputs = {}
+            continue
         size = _keep_case(case, scratch, target, failures_left)
         if size is None:
             continue
