@@ -40,7 +40,7 @@ def upload_npy(dst: int, path: str, stream, ok, wipe: bool = False, chunk_bytes:
     try:
         for _ in range(1 if nbytes <= chunk else 2):
             hosts.append(int(ok(cu.cuMemHostAlloc(chunk, 0), "cuMemHostAlloc(upload staging)")))
-            events.append(ok(cu.cuEventCreate(int(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)), "cuEventCreate(upload)"))
+            events.append(ok(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate(upload)"))
         if isinstance(mapped, np.memmap) and mapped.flags.c_contiguous:  # the file's bytes are the device's order
             _from_file(dst, path, int(mapped.offset), nbytes, hosts, events, chunk, stream, ok)
         else:  # Fortran order on disk: the device wants C order, so the bytes are rearranged on the way
