@@ -136,7 +136,10 @@ def _store(state: ServerState, step: Step, run_id: str, candidate_id: str, task:
     store = state.store
     folder = store.candidate_dir(run_id, candidate_id)
     # a scored search step's passed outputs are kept by the baseline and the best only: held back until that is known
-    held = step == "evaluate" and result.score_ms is not None and not _is_baseline(store, run_id, candidate_id)
+    # (the best itself, evaluated again, keeps them as before)
+    current = store.best(run_id)
+    held = (step == "evaluate" and result.score_ms is not None and not _is_baseline(store, run_id, candidate_id)
+            and (current is None or current.candidate_id != candidate_id))
     scratch_outputs = {c.name: dict(c.run.outputs) for c in result.cases if held and c.passed and c.run is not None}
     kept = keep_outputs(result, scratch, folder, store.run_dir(run_id), passed=not held)
     if step == "run":
@@ -144,7 +147,7 @@ def _store(state: ServerState, step: Step, run_id: str, candidate_id: str, task:
     atomic_write(folder / RECORD[step], result.model_dump_json(indent=2))
     _fill(out, result, kept, run_id, candidate_id, step, with_timing=step != "run")
     validated = validated_before or ("validation" in roles and result.correct)
-    previous_best = store.best(run_id)
+    previous_best = current
     _update_scores(state, run_id, candidate_id, task, cand, result, config, out, validated)
     if held and out.new_best:  # now the best: its passed outputs are copied (the scratch folder is still there)
         for case in result.cases:

@@ -59,6 +59,8 @@ def test_passing_outputs_stay_with_the_baseline_and_the_best_and_failures_are_ke
     # held back until it was the best, then copied: its record names them, as the baseline's does
     paths = _record_paths(state, run_id, fast.candidate_id)
     assert paths and all((state.store.candidate_dir(run_id, fast.candidate_id) / p).is_file() for p in paths)
+    again = _evaluate(state, run_id, candidate_id=fast.candidate_id)  # the best evaluated again keeps them
+    assert not again.new_best and _kept(state, run_id, fast.candidate_id) == set(fast.outputs_kept) == set(again.outputs_kept)
     assert _kept(state, run_id, base.candidate_id)  # the baseline keeps its own
 
     ran = evaluations.execute_step(state, "run", run_id, candidate_id=clone.candidate_id, timing=TIMING)
