@@ -75,6 +75,6 @@ class LocalServer:
 
     def close(self, wait: bool = True) -> None:
         """Stop the workers (a start still under way finishes first, then they are stopped). ``wait=False``: asked
-        to exit, not waited for (a cuda worker's exit, its context's teardown, took 0.3-0.7 s on the H100 host);
-        for a command about to end, whose jailed workers die with it anyway."""
+        to exit, not waited for (on the H100, waiting for the workers' and compilers' exits one after the other was
+        0.7-1.2 s of every short ``optimize``); for a command about to end, whose jailed workers die with it anyway."""
         self.state.close(wait)

@@ -175,8 +175,8 @@ class Worker:
 
 
 def close_side_by_side(closers: list[Callable[[], None]], wait: bool = True) -> None:
-    """Run each ``close`` in a thread of its own: each waits for its process's exit (0.1-0.7 s on a GPU host), so
-    side by side they take the longest one's time, not the sum. ``wait=False`` leaves them to finish: for a
+    """Run each ``close`` in a thread of its own: each waits for its process's exit (a cuda worker's includes its
+    context's teardown), so side by side they take the longest one's time, not the sum. ``wait=False`` leaves them to finish: for a
     process about to end, whose jailed children die with it anyway (PDEATHSIG); a close's error is logged."""
     def close(one: Callable[[], None]) -> None:
         try:
