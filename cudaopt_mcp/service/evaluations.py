@@ -138,7 +138,8 @@ def _store(state: ServerState, step: Step, run_id: str, candidate_id: str, task:
     # a scored search step's passed outputs are kept by the baseline and the best only: held back until that is known
     # (the best itself, evaluated again, keeps them as before)
     current = store.best(run_id)
-    held = (step == "evaluate" and result.score_ms is not None and not _is_baseline(store, run_id, candidate_id)
+    baseline = _is_baseline(store, run_id, candidate_id)
+    held = (step == "evaluate" and result.score_ms is not None and not baseline
             and (current is None or current.candidate_id != candidate_id))
     scratch_outputs = {c.name: dict(c.run.outputs) for c in result.cases if held and c.passed and c.run is not None}
     kept = keep_outputs(result, scratch, folder, store.run_dir(run_id), passed=not held)
@@ -157,7 +158,7 @@ def _store(state: ServerState, step: Step, run_id: str, candidate_id: str, task:
         atomic_write(folder / RECORD[step], result.model_dump_json(indent=2))
     if step == "evaluate" and out.score_ms is not None:  # a scored search step; run, time and validation-only
         # evaluations keep what they made (they are how a client looks at outputs)
-        _trim_outputs(state, run_id, candidate_id, out, previous_best.candidate_id if previous_best else None)
+        _trim_outputs(state, run_id, candidate_id, baseline, out, previous_best.candidate_id if previous_best else None)
     store.append_history(run_id, {"event": step, "candidate_id": candidate_id, "correct": result.correct,
                                   "score_ms": result.score_ms, "roles": list(roles), "seed": result.seed,
                                   **({"failure": result.failure[:200]} if result.failure else {}),
@@ -165,14 +166,14 @@ def _store(state: ServerState, step: Step, run_id: str, candidate_id: str, task:
     return out
 
 
-def _trim_outputs(state: ServerState, run_id: str, candidate_id: str, out: EvaluateOutput,
+def _trim_outputs(state: ServerState, run_id: str, candidate_id: str, baseline: bool, out: EvaluateOutput,
                   previous_best: str | None) -> None:
     """Passed outputs stay with the baseline and the best only (service.kept_outputs)."""
     store = state.store
     best = store.best(run_id)
     if out.new_best and previous_best and previous_best != candidate_id and not _is_baseline(store, run_id, previous_best):
         forget_passed_outputs(store.candidate_dir(run_id, previous_best))
-    if not _is_baseline(store, run_id, candidate_id) and (best is None or best.candidate_id != candidate_id):
+    if not baseline and (best is None or best.candidate_id != candidate_id):
         out.outputs_kept = forget_passed_outputs(store.candidate_dir(run_id, candidate_id))
 
 

@@ -176,8 +176,9 @@ class Worker:
 
 def close_side_by_side(closers: list[Callable[[], None]], wait: bool = True) -> None:
     """Run each ``close`` in a thread of its own: each waits for its process's exit (a cuda worker's includes its
-    context's teardown), so side by side they take the longest one's time, not the sum. ``wait=False`` leaves them to finish: for a
-    process about to end, whose jailed children die with it anyway (PDEATHSIG); a close's error is logged."""
+    context's teardown), so side by side they take the longest one's time, not the sum. ``wait=False`` leaves them
+    to finish: for a process about to end, whose jailed children die with it anyway (PDEATHSIG). A close's error is
+    logged."""
     def close(one: Callable[[], None]) -> None:
         try:
             one()
