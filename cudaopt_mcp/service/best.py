@@ -25,8 +25,10 @@ run): a best that fails them stops being the best.
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
+import time
 
 from pydantic import BaseModel
 
@@ -42,6 +44,7 @@ from harness_tools.run.timing import TimingPlan, geomean
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.spec import Task
 
+log = logging.getLogger("cudaopt.mcp")
 HEAD_TO_HEAD_TIMEOUT_S = 120.0  # per evaluation: the offer's own budget may be nearly spent by the time it is offered
 BASELINE_ROUND_MS = 150.0  # at most about this much of timed launches for the baseline's one round ...
 MIN_BASELINE_REPS = 5  # ... and never fewer launches than this: a median and its interval, of a kernel this slow
@@ -185,6 +188,7 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
     samples: dict[str, dict[str, list[float]]] = {cid: {} for cid in contenders}
     per_round: dict[str, list[float]] = {cid: [] for cid in contenders}
     order = list(contenders)
+    started = time.perf_counter()
     with state.lease() as worker, scratch_dir("cudaopt-h2h-"):  # every contender on one GPU
         for r in range(ROUNDS):
             # reversing the order each round cancels a steady drift (clocks ramping, a neighbour leaving) that
@@ -198,6 +202,8 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
                 for case in result.cases:
                     if case.timing is not None:
                         samples[cid].setdefault(case.name, []).extend(case.timing.samples_ms)
+    log.debug("head-to-head of %s against %s: %d evaluations in %.3f s", offered.candidate_id, best.candidate_id,
+              sum(map(len, per_round.values())), time.perf_counter() - started)
     if not all(samples.values()):  # a contender timed nothing (a case failed or ran out of time): no verdict
         return BestRecord(candidate_id=offered.candidate_id, score_ms=offered.result.score_ms or 0.0,
                           backend=offered.result.backend, seed=offered.result.seed, score_ci=offered.result.score_ci,

@@ -11,6 +11,7 @@ quote indices and shapes). :func:`public_task_json` is the run's task.json as cl
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 from cudaopt_mcp.api import HiddenVerdict
@@ -23,6 +24,7 @@ from harness_tools.check.hidden_shapes import HiddenShape, hidden_shapes, hidden
 from harness_tools.errors import BackendError
 from harness_tools.evaluation import EvaluationResult, check_memory
 
+log = logging.getLogger("cudaopt.mcp")
 PRIVATE_RECORD = ".hidden-check.json"
 assert not ARTIFACT.match(PRIVATE_RECORD), "the private record must not be a servable artifact name"
 HIDDEN_TIMEOUT_S = 120.0
@@ -35,6 +37,7 @@ def check_hidden(state: ServerState, run_id: str, task: Task, candidate: Candida
 
     ``passed`` is false when any hidden case did not pass (mismatch, crash, not run): such a candidate is
     never the run's best. A hidden case too big for this machine is skipped, not failed, and counted out."""
+    started = time.perf_counter()
     shapes = hidden_shapes(task.spec, state.backend_name)
     runnable, too_big = _fitting(state, task, shapes)
     result = None
@@ -45,6 +48,7 @@ def check_hidden(state: ServerState, run_id: str, task: Task, candidate: Candida
         result = evaluate_pooled(state, hidden_task(task, runnable), candidate, config)
     verdict = _verdict(runnable, too_big, result)
     _store(state, run_id, candidate_id, verdict, runnable, too_big, result)
+    log.debug("hidden check of %s: %d case(s) in %.3f s", candidate_id, len(runnable), time.perf_counter() - started)
     return verdict
 
 
