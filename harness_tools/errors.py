@@ -86,3 +86,8 @@ class LaunchPrepError(HarnessError):
 
 class ProfileParseError(HarnessError):
     """The text is not an ncu CSV page (often an ncu error message); the message quotes its first lines."""
+
+
+class ReferenceProcessError(HarnessError):
+    """The reference process could not compute a case for a reason of its own (its traceback is the message), not
+    the reference's: the caller computes the case in its own process instead."""

@@ -247,8 +247,9 @@ class _CaseRunner:
         inputs = self._inputs(case)
         t1 = time.perf_counter()
         args = self._args(case, case_dir)
+        files = self.input_files
         expected = Once(lambda: expected_outputs(self.task, case, self.seed, inputs, self.backend, args, case_dir,
-                                                 self.compiled.arch, max(self._left(), MIN_CASE_S)))
+                                                 self.compiled.arch, max(self._left(), MIN_CASE_S), files))
         checks = device_checks_for(self.task, case, self.seed, self.backend.name, self.config.verify, expected,
                                    self.config.device_compare_min_bytes)
         if len(checks) < len(self.task.spec.outputs):

@@ -11,6 +11,7 @@ seed), bounded in bytes, so repeated evaluations on one seed do not recompute an
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -21,11 +22,11 @@ import numpy as np
 from harness_tools.backends import ExecutionBackend
 from harness_tools.backends.contract import ArgSpec
 from harness_tools.check.case_request import case_request
-from harness_tools.check.inputs import reference_inputs
-from harness_tools.check.task_functions import call_task_function
+from harness_tools.check.numpy_reference import checked_outputs, numpy_outputs
+from harness_tools.check.reference_process import REFERENCES, computed_away
 from harness_tools.check.torch_reference import run_torch
 from harness_tools.compile import compile_candidate
-from harness_tools.errors import CandidateError, TaskSpecError
+from harness_tools.errors import CandidateError, ReferenceProcessError, TaskSpecError
 from harness_tools.run.host_blas import HOST_BLAS
 from harness_tools.run.keyed_locks import KeyedLocks
 from harness_tools.task.candidate import Candidate, for_case
@@ -33,6 +34,7 @@ from harness_tools.task.dtypes import as_dtype
 from harness_tools.task.folder_digest import folder_digest
 from harness_tools.task.spec import Case, KernelReference, NumpyReference, StoredReference, Task, TorchReference
 
+log = logging.getLogger("harness_tools")
 CACHE_BYTES = 2 << 30
 
 RunArgs = Callable[[Case], list[ArgSpec]]
@@ -80,10 +82,11 @@ CACHE = ReferenceCache()
 
 
 def expected_outputs(task: Task, case: Case, seed: int, inputs: dict[str, np.ndarray], backend: ExecutionBackend,
-                     args: list[ArgSpec], scratch: Path, arch: str, timeout_s: float) -> dict[str, np.ndarray]:
-    """float64 outputs of the oracle for ``case`` on ``inputs`` (drawn from ``seed``)."""
+                     args: list[ArgSpec], scratch: Path, arch: str, timeout_s: float,
+                     files: dict[str, Path] | None = None) -> dict[str, np.ndarray]:
+    """float64 outputs of the oracle for ``case`` on ``inputs`` (drawn from ``seed``; kept in ``files``)."""
     ref = task.spec.reference
-    host = host_expected_outputs(task, case, seed, inputs)
+    host = host_expected_outputs(task, case, seed, inputs, files)
     if host is not None:
         return host
     assert isinstance(ref, KernelReference)
@@ -91,13 +94,20 @@ def expected_outputs(task: Task, case: Case, seed: int, inputs: dict[str, np.nda
                                 lambda: _run_kernel(task, ref, case, backend, args, scratch, arch, timeout_s), on_host=False)
 
 
-def host_expected_outputs(task: Task, case: Case, seed: int,
-                          inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+def host_expected_outputs(task: Task, case: Case, seed: int, inputs: dict[str, np.ndarray],
+                          files: dict[str, Path] | None = None) -> dict[str, np.ndarray] | None:
     """:func:`expected_outputs` of a reference the host computes (NumPy, torch, stored arrays), no backend needed;
-    None for a reference kernel (it runs on the backend)."""
+    None for a reference kernel (it runs on the backend). Given the input ``files``, a NumPy reference of a large
+    case is computed in the reference process (:mod:`harness_tools.check.reference_process`)."""
     ref = task.spec.reference
     if isinstance(ref, KernelReference):
         return None
+    if files is not None and computed_away(ref, files):
+        try:
+            return CACHE.get_or_compute(_key(task, case, seed), lambda: REFERENCES.outputs(task, case, files),
+                                        on_host=False)
+        except ReferenceProcessError as exc:
+            log.warning("computing the reference of %s here instead: %s", case.name, exc)
     return CACHE.get_or_compute(_key(task, case, seed), lambda: _host_outputs(task, ref, case, inputs))
 
 
@@ -116,33 +126,10 @@ def _host_outputs(task: Task, ref: NumpyReference | TorchReference | StoredRefer
         return {b.name: as_dtype(np.load(folder / f"{b.name}.npy"), b.dtype).astype(np.float64)
                 for b in task.spec.outputs}
     if isinstance(ref, NumpyReference):
-        returned = call_task_function(task, ref.file, ref.function, "reference.function",
-                                      reference_inputs(task.spec, case, inputs), dict(case.sizes))
-        return _checked_outputs(task, ref, case, returned)
-    return _checked_outputs(task, ref, case, run_torch(task, ref, case, inputs))
+        return numpy_outputs(task, case, inputs)
+    return checked_outputs(task, ref, case, run_torch(task, ref, case, inputs))
 
 
-def _checked_outputs(task: Task, ref: NumpyReference | TorchReference, case: Case, returned: object) -> dict[str, np.ndarray]:
-    """A Python reference's result as float64 arrays: a dict holding every output in the spec's shape."""
-    where = str(task.folder / ref.file)
-    if not isinstance(returned, dict):
-        raise TaskSpecError(where, "reference.function", f"{ref.function}() must return a dict of arrays, returned "
-                                                         f"{type(returned).__name__}")
-    outputs = {}
-    for buf in task.spec.outputs:
-        if buf.name not in returned:
-            raise TaskSpecError(where, "reference.function", f"{ref.function}() did not return output {buf.name!r}")
-        try:
-            arr = np.asarray(returned[buf.name], dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TaskSpecError(where, "reference.function", f"{ref.function}() returned {buf.name} that is not an array "
-                                                             f"of numbers: {exc}") from None
-        shape = task.spec.shape_of(buf, case.sizes)
-        if arr.shape != shape:
-            raise TaskSpecError(where, "reference.function", f"{ref.function}() returned {buf.name} with shape "
-                                                             f"{arr.shape}, expected {shape}")
-        outputs[buf.name] = arr
-    return outputs
 
 
 def _run_kernel(task: Task, ref: KernelReference, case: Case, backend: ExecutionBackend, args: list[ArgSpec],

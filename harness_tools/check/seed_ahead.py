@@ -34,8 +34,8 @@ def draw_ahead(task: Task, cases: list[Case], seed: int, backend: str, verify: s
     # case by case, as the evaluation goes (a bounded input cache may not hold them all); validation cases come
     # first and their oracles are small, so a worker's start, which waits for the process's BLAS, barely waits
     for case in cases:
-        inputs, _ = case_inputs(task, case, seed)
-        outputs = host_expected_outputs(task, case, seed, inputs) if host_oracle else None  # None: a kernel's
+        inputs, files = case_inputs(task, case, seed)
+        outputs = host_expected_outputs(task, case, seed, inputs, files) if host_oracle else None  # None: a kernel's
         if outputs is not None:
             device_checks_for(task, case, seed, backend, verify, lambda outputs=outputs: outputs,
                               device_compare_min_bytes)
