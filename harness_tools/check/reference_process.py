@@ -41,7 +41,7 @@ from harness_tools.errors import BadFrame, ReferenceProcessError, TaskSpecError
 from harness_tools.run import messages
 from harness_tools.run.lasting_thread import LastingThread
 from harness_tools.run.scratch import scratch_root
-from harness_tools.task.spec import Case, NumpyReference, Task
+from harness_tools.task.spec import Case, NumpyReference, Task, buffer_bytes
 
 MIN_INPUT_BYTES = 8 << 20
 _SYS_PATH_ENV = "CUDAOPT_REFERENCE_SYS_PATH"
@@ -56,6 +56,15 @@ def computed_away(ref: object, files: dict[str, Path] | None) -> bool:
     if not isinstance(ref, NumpyReference) or not files or os.environ.get(ENV, "").strip().lower() == "off":
         return False
     return sum(path.stat().st_size for path in files.values()) >= MIN_INPUT_BYTES
+
+
+def needed_for(task: Task, cases: list[Case]) -> bool:
+    """Whether some of ``cases`` will be computed in the reference process (judged from the spec's input shapes)."""
+    if not isinstance(task.spec.reference, NumpyReference) or os.environ.get(ENV, "").strip().lower() == "off":
+        return False
+    inputs = [b for b in task.spec.buffers if b.role != "out"]
+    return any(sum(buffer_bytes(b, task.spec.shape_of(b, case.sizes)) for b in inputs) >= MIN_INPUT_BYTES
+               for case in cases)
 
 
 class ReferenceProcess:
@@ -84,6 +93,11 @@ class ReferenceProcess:
                 return {name: np.load(path, mmap_mode="c") for name, path in payload.items()}
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
+
+    def start(self) -> None:
+        """Start the process now, without waiting for its imports (a caller about to need it: the draw ahead)."""
+        with self._lock:
+            self._start()
 
     def close(self) -> None:
         with self._lock:

@@ -14,7 +14,7 @@ import pytest
 from harness_tools.check.case_request import case_inputs
 from harness_tools.check.numpy_reference import numpy_outputs
 from harness_tools.check.reference import host_expected_outputs
-from harness_tools.check.reference_process import MIN_INPUT_BYTES, REFERENCES
+from harness_tools.check.reference_process import MIN_INPUT_BYTES, REFERENCES, needed_for
 from harness_tools.errors import TaskSpecError
 from harness_tools.task.loading import load_task
 
@@ -138,3 +138,13 @@ def test_the_reference_imports_what_it_would_import_in_this_process(task, tmp_pa
     outputs, inputs = _oracle(task, LARGE, 12)
     assert _pid(task, LARGE) != os.getpid()
     assert np.array_equal(outputs["c"], inputs["a"].astype(np.float64) * 3.0 + inputs["b"])
+
+
+def test_a_process_started_ahead_for_the_cases_that_need_it_is_the_one_that_computes_them(task):
+    assert needed_for(task, [_case(task, SMALL), _case(task, LARGE)])
+    assert not needed_for(task, [_case(task, SMALL)])
+    REFERENCES.close()
+    REFERENCES.start()
+    started = REFERENCES._process.pid  # noqa: SLF001 - which process the start made
+    _oracle(task, LARGE, 13)
+    assert _pid(task, LARGE) == started
