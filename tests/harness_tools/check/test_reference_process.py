@@ -145,6 +145,6 @@ def test_a_process_started_ahead_for_the_cases_that_need_it_is_the_one_that_comp
     assert not needed_for(task, [_case(task, SMALL)])
     REFERENCES.close()
     REFERENCES.start()
-    started = REFERENCES._process.pid  # noqa: SLF001 - which process the start made
+    started = REFERENCES._process.pid  # which process the start made
     _oracle(task, LARGE, 13)
     assert _pid(task, LARGE) == started
