@@ -118,20 +118,23 @@ def test_tuned_default_passes_on_cpu(name, cpu_backend):
     _check(task, candidates.tuned(task, config), cpu_backend)
 
 
-def test_convolutions_reference_shared_among_threads_is_bit_for_bit_one_pass_in_tap_order():
-    # the reference takes row blocks on several threads; each element must still be summed tap by tap, in order
+def test_convolutions_reference_is_the_direct_sum_and_the_same_bits_on_any_number_of_threads(monkeypatch):
+    # the reference takes row blocks on several threads, a filter row per NumPy call: every element must be the
+    # float64 sum of its FH·FW products (to rounding), and the blocks' sharing must not change a bit
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("conv_reference", EXAMPLES / "convolution" / "reference.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     rng = np.random.default_rng(5)
+    monkeypatch.setattr(module, "ROWS", 16)  # many blocks at small sizes
     for w, h, fw, fh in [(1, 1, 1, 1), (37, 53, 5, 3), (300, 200, 17, 17)]:  # one block, a few, many and a tail
         image = rng.standard_normal((h + fh - 1, w + fw - 1))
         taps = rng.standard_normal((fh, fw))
-        one_pass = np.zeros((h, w))
-        for i in range(fh):
-            for j in range(fw):
-                one_pass += taps[i, j] * image[i:i + h, j:j + w]
-        got = module.reference({"input": image.reshape(-1), "filter": taps.reshape(-1)}, {"W": w, "H": h, "FW": fw, "FH": fh})
-        assert np.array_equal(got["output"], one_pass)
+        direct = np.array([[np.sum(image[y:y + fh, x:x + fw] * taps) for x in range(w)] for y in range(h)])
+        given = ({"input": image.reshape(-1), "filter": taps.reshape(-1)}, {"W": w, "H": h, "FW": fw, "FH": fh})
+        got = module.reference(*given)["output"]
+        assert got.shape == (h, w) and np.allclose(got, direct, rtol=1e-12, atol=1e-12 * fw * fh)
+        with monkeypatch.context() as one_core:
+            one_core.setattr(module.os, "cpu_count", lambda: 1)
+            assert np.array_equal(module.reference(*given)["output"], got)  # one thread: the same bits
