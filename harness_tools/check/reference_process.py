@@ -124,11 +124,14 @@ class ReferenceProcess:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_ENGINE_PARENT),
                                                                           os.environ.get("PYTHONPATH")])),
                _SYS_PATH_ENV: json.dumps(sys.path)}
-        try:
-            self._process = _SPAWNER.call(
-                subprocess.Popen, [sys.executable, "-P", "-m", "harness_tools.check.reference_process", str(to_child_r),
-                 str(to_parent_w), str(os.getpid())],
-                pass_fds=(to_child_r, to_parent_w), stdin=subprocess.DEVNULL, stdout=2, env=env)  # stdout: a stdio server's protocol
+        command = [sys.executable, "-P", "-m", "harness_tools.check.reference_process", str(to_child_r),
+                   str(to_parent_w), str(os.getpid())]
+        try:  # stdout: a stdio server's is its protocol
+            self._process = _SPAWNER.call(subprocess.Popen, command, pass_fds=(to_child_r, to_parent_w),
+                                          stdin=subprocess.DEVNULL, stdout=2, env=env)
+        except OSError as exc:
+            self._stop()
+            raise ReferenceProcessError(f"the reference process cannot start: {exc}") from exc
         finally:
             os.close(to_child_r)
             os.close(to_parent_w)

@@ -13,6 +13,7 @@ reference's (torch's import would compete with the start's own imports for the i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -20,6 +21,7 @@ from harness_tools.check.case_request import case_inputs
 from harness_tools.check.device_compare import DEVICE_COMPARE_MIN_BYTES, device_checks_for
 from harness_tools.check.reference import host_expected_outputs
 from harness_tools.check.reference_process import REFERENCES, needed_for
+from harness_tools.errors import ReferenceProcessError
 from harness_tools.task.spec import Case, Task, TorchReference
 
 log = logging.getLogger("harness_tools")
@@ -33,7 +35,8 @@ def draw_ahead(task: Task, cases: list[Case], seed: int, backend: str, verify: s
     started = time.perf_counter()
     host_oracle = not isinstance(task.spec.reference, TorchReference)
     if host_oracle and needed_for(task, cases):
-        REFERENCES.start()  # its imports overlap the drawing of the inputs
+        with contextlib.suppress(ReferenceProcessError):  # then the cases are computed here, saying why
+            REFERENCES.start()  # its imports overlap the drawing of the inputs
     # case by case, as the evaluation goes (a bounded input cache may not hold them all); validation cases come
     # first and their oracles are small, so a worker's start, which waits for the process's BLAS, barely waits
     for case in cases:

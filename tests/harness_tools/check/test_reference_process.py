@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -148,3 +149,12 @@ def test_a_process_started_ahead_for_the_cases_that_need_it_is_the_one_that_comp
     started = REFERENCES._process.pid  # which process the start made
     _oracle(task, LARGE, 13)
     assert _pid(task, LARGE) == started
+
+
+def test_when_the_reference_process_cannot_start_the_case_is_computed_in_this_process(task, monkeypatch, caplog):
+    REFERENCES.close()
+    monkeypatch.setattr(sys, "executable", str(task.folder / "no-such-python"))
+    outputs, inputs = _oracle(task, LARGE, 14)
+    assert _pid(task, LARGE) == os.getpid()
+    assert np.array_equal(outputs["c"], inputs["a"].astype(np.float64) * 3.0 + inputs["b"])
+    assert "the reference process cannot start" in caplog.text
