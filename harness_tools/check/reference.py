@@ -130,8 +130,6 @@ def _host_outputs(task: Task, ref: NumpyReference | TorchReference | StoredRefer
     return checked_outputs(task, ref, case, run_torch(task, ref, case, inputs))
 
 
-
-
 def _run_kernel(task: Task, ref: KernelReference, case: Case, backend: ExecutionBackend, args: list[ArgSpec],
                 scratch: Path, arch: str, timeout_s: float) -> dict[str, np.ndarray]:
     where = str(task.folder / ref.source)
