@@ -102,7 +102,7 @@ def host_expected_outputs(task: Task, case: Case, seed: int, inputs: dict[str, n
     ref = task.spec.reference
     if isinstance(ref, KernelReference):
         return None
-    if files is not None and computed_away(ref, files):
+    if files is not None and computed_away(task, case, files):
         try:
             return CACHE.get_or_compute(_key(task, case, seed), lambda: REFERENCES.outputs(task, case, files),
                                         on_host=False)

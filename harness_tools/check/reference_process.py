@@ -8,7 +8,9 @@ a thread that never lets go of the lock. It also held the process's BLAS lock (:
 all that while, which every jailed worker's spawn waits for. Here it has an interpreter to itself.
 
 Which: NumPy references of a case whose input files add up to at least :data:`MIN_INPUT_BYTES` (a smaller one costs
-less in-process than the round trip). The process is the user's, as the reference is (task folders are local,
+less in-process than the round trip) and whose float64 outputs are at most :data:`MAX_OUTPUT_BYTES` (they are written
+to a file once per seed, 0.4 s a GB on /dev/shm: KernelBench's 6.4 GB LogSoftmax, whose oracle is a few large NumPy
+calls, would pay 5 s for it). The process is the user's, as the reference is (task folders are local,
 :mod:`harness_tools.check.task_functions`): it is not jailed. It reads the case's input files (the input cache's)
 and writes the float64 outputs as ``.npy`` files into a folder it is given; they are mapped here copy-on-write and
 unlinked at once. One process, one request at a time (as the BLAS lock had it); it starts on first use, dies with
@@ -24,6 +26,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import json
+import math
 import os
 import shutil
 import signal
@@ -44,6 +47,7 @@ from harness_tools.run.scratch import scratch_root
 from harness_tools.task.spec import Case, NumpyReference, Task, buffer_bytes
 
 MIN_INPUT_BYTES = 8 << 20
+MAX_OUTPUT_BYTES = 1 << 30  # float64: writing them to the file costs 0.4 s a GB, the oracle often less
 _SYS_PATH_ENV = "CUDAOPT_REFERENCE_SYS_PATH"
 ENV = "CUDAOPT_REFERENCE_PROCESS"  # "off": every reference in-process (debugging, or a host that cannot spawn)
 _ENGINE_PARENT = Path(__file__).resolve().parents[2]  # the folder holding the harness_tools package
@@ -51,20 +55,30 @@ _ENGINE_PARENT = Path(__file__).resolve().parents[2]  # the folder holding the h
 _SPAWNER = LastingThread("cudaopt-reference-spawner")
 
 
-def computed_away(ref: object, files: dict[str, Path] | None) -> bool:
-    """Whether this reference, on inputs in ``files``, is computed in the reference process."""
-    if not isinstance(ref, NumpyReference) or not files or os.environ.get(ENV, "").strip().lower() == "off":
+def computed_away(task: Task, case: Case, files: dict[str, Path] | None) -> bool:
+    """Whether ``task``'s reference, on ``case``'s inputs in ``files``, is computed in the reference process."""
+    if not files or not _may(task):
         return False
-    return sum(path.stat().st_size for path in files.values()) >= MIN_INPUT_BYTES
+    return _sized_for(task, case, sum(path.stat().st_size for path in files.values()))
 
 
 def needed_for(task: Task, cases: list[Case]) -> bool:
     """Whether some of ``cases`` will be computed in the reference process (judged from the spec's input shapes)."""
-    if not isinstance(task.spec.reference, NumpyReference) or os.environ.get(ENV, "").strip().lower() == "off":
+    if not _may(task):
         return False
     inputs = [b for b in task.spec.buffers if b.role != "out"]
-    return any(sum(buffer_bytes(b, task.spec.shape_of(b, case.sizes)) for b in inputs) >= MIN_INPUT_BYTES
+    return any(_sized_for(task, case, sum(buffer_bytes(b, task.spec.shape_of(b, case.sizes)) for b in inputs))
                for case in cases)
+
+
+def _may(task: Task) -> bool:
+    return isinstance(task.spec.reference, NumpyReference) and os.environ.get(ENV, "").strip().lower() != "off"
+
+
+def _sized_for(task: Task, case: Case, input_bytes: int) -> bool:
+    """Large enough inputs for the round trip to pay, float64 outputs small enough for their file to."""
+    outputs = sum(8 * math.prod(task.spec.shape_of(b, case.sizes)) for b in task.spec.outputs)
+    return input_bytes >= MIN_INPUT_BYTES and outputs <= MAX_OUTPUT_BYTES
 
 
 class ReferenceProcess:

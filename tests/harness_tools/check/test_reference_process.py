@@ -158,3 +158,16 @@ def test_when_the_reference_process_cannot_start_the_case_is_computed_in_this_pr
     assert _pid(task, LARGE) == os.getpid()
     assert np.array_equal(outputs["c"], inputs["a"].astype(np.float64) * 3.0 + inputs["b"])
     assert "the reference process cannot start" in caplog.text
+
+
+def test_a_case_whose_float64_outputs_are_too_large_for_the_file_runs_in_this_process(task, monkeypatch):
+    # the outputs travel as a file, 0.4 s a GB: above the bound the call stays here (a 1 GiB bound, lowered to fit)
+    from harness_tools.check import reference_process
+
+    monkeypatch.setattr(reference_process, "MAX_OUTPUT_BYTES", 8 * LARGE - 1)
+    assert not needed_for(task, [_case(task, LARGE)])
+    _oracle(task, LARGE, 15)
+    assert _pid(task, LARGE) == os.getpid()
+    monkeypatch.setattr(reference_process, "MAX_OUTPUT_BYTES", 8 * LARGE)
+    _oracle(task, LARGE, 16)
+    assert _pid(task, LARGE) != os.getpid()
