@@ -69,7 +69,7 @@ class Worker:
         command = [sys.executable, "-P", "-m", "harness_tools.run.worker", self.executor, str(self.device),
                    str(to_child_r), str(to_parent_w)]
         try:
-            self._process = jail.popen(command, self.spec, pass_fds=(to_child_r, to_parent_w),
+            self._process = jail.popen(command, self.spec, beside_probe=True, pass_fds=(to_child_r, to_parent_w),
                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         except BaseException:
             for fd in (to_child_w, to_parent_r):
