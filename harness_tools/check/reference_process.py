@@ -12,8 +12,9 @@ less in-process than the round trip) and whose float64 outputs are at most :data
 to a file once per seed, 0.4 s a GB on /dev/shm: KernelBench's 6.4 GB LogSoftmax, whose oracle is a few large NumPy
 calls, would pay 5 s for it). The process is the user's, as the reference is (task folders are local,
 :mod:`harness_tools.check.task_functions`): it is not jailed. It reads the case's input files (the input cache's)
-and writes the float64 outputs as ``.npy`` files into a folder it is given; they are mapped here copy-on-write and
-unlinked at once. One process, one request at a time (as the BLAS lock had it); it starts on first use, dies with
+and writes the float64 outputs as ``.npy`` files into a folder it is given, under
+:func:`~harness_tools.run.scratch.oracle_root`, which no jail sees (under ``scratch/`` a candidate's worker could have
+rewritten its own oracle); they are mapped here copy-on-write and unlinked at once. One process, one request at a time (as the BLAS lock had it); it starts on first use, dies with
 this process, and a fresh one takes the request after one that died. A reference that raises is the task's bug
 (:class:`~harness_tools.errors.TaskSpecError`, as in-process); a process that dies is reported with how it died (not
 computed again here: an out-of-memory kill would then take the server); a failure of the process's own (its
@@ -43,7 +44,7 @@ import numpy as np
 from harness_tools.errors import BadFrame, ReferenceProcessError, TaskSpecError
 from harness_tools.run import messages
 from harness_tools.run.lasting_thread import LastingThread
-from harness_tools.run.scratch import scratch_root
+from harness_tools.run.scratch import oracle_root
 from harness_tools.task.spec import Case, NumpyReference, Task, buffer_bytes
 
 MIN_INPUT_BYTES = 8 << 20
@@ -96,7 +97,7 @@ class ReferenceProcess:
         request = {"task": task.model_dump_json(), "case": case.model_dump_json(),
                    "files": {name: str(path) for name, path in files.items()}}
         with self._lock:
-            folder = Path(tempfile.mkdtemp(prefix="cudaopt-reference-", dir=scratch_root()))
+            folder = Path(tempfile.mkdtemp(prefix="cudaopt-reference-", dir=oracle_root()))  # no jail writes it
             try:
                 kind, payload = self._ask({**request, "out": str(folder)}, str(task.folder / ref.file))
                 if kind == "task":

@@ -7,7 +7,8 @@ left behind by processes that died are swept when the next one starts.
 
 That per-process folder (:func:`session_root`) has two parts, which is how the jail sees them: ``inputs/``
 (read-only inside every jail: a kernel must not change the data the oracle is computed from) and
-``scratch/`` (the only folder a worker may write: case outputs, launch requests, reports).
+``scratch/`` (the only folder a worker may write: case outputs, launch requests, reports); ``oracle/``, which no jail
+sees, passes the reference process's outputs (:func:`oracle_root`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,14 @@ def inputs_root() -> Path:
 
 def scratch_root() -> Path:
     return session_root() / "scratch"
+
+
+def oracle_root() -> Path:
+    """A third part, which no jail is given: the reference process's outputs pass through it (a candidate's worker
+    writes ``scratch/``, and must not reach the oracle on its way)."""
+    path = session_root() / "oracle"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @contextlib.contextmanager

@@ -171,3 +171,33 @@ def test_a_case_whose_float64_outputs_are_too_large_for_the_file_runs_in_this_pr
     monkeypatch.setattr(reference_process, "MAX_OUTPUT_BYTES", 8 * LARGE)
     _oracle(task, LARGE, 16)
     assert _pid(task, LARGE) != os.getpid()
+
+
+# what the folders hold while the reference computes: the process's output folder already exists then
+PEEKING = REFERENCE.replace('    return {"c"', '''    import glob
+    (HERE / "seen").write_text("\\n".join(glob.glob(os.environ["T_SCRATCH"] + "/*") + ["--"]
+                                          + glob.glob(os.environ["T_ORACLE"] + "/*")))
+    return {"c"''')
+
+
+def test_the_oracle_passes_through_a_folder_no_candidate_jail_can_write(task, monkeypatch):
+    # a cpu worker runs native candidate code with scratch/ writable: had the outputs passed there, a kernel could
+    # have rewritten its own oracle between the reference process's write and this process's read
+    from harness_tools.backends.cpu.backend import worker_jail
+    from harness_tools.run import jail
+    from harness_tools.run.scratch import oracle_root, scratch_root
+
+    monkeypatch.setenv("T_SCRATCH", str(scratch_root()))
+    monkeypatch.setenv("T_ORACLE", str(oracle_root()))
+    (task.folder / "reference.py").write_text(PEEKING)
+    REFERENCES.close()  # a process started now has the variables
+    _oracle(task, LARGE, 17)
+    in_scratch, in_oracle = (task.folder / "seen").read_text().split("--")
+    assert "cudaopt-reference-" not in in_scratch and "cudaopt-reference-" in in_oracle
+    if not jail.status().active:
+        pytest.skip("no jail on this machine: nothing to keep out")
+    target = oracle_root() / "planted"
+    code, _, _ = jail.run(["/bin/sh", "-c", f"echo x > {target}"], worker_jail(), 30)
+    assert code != 0 and not target.exists()
+    code, _, _ = jail.run(["/bin/sh", "-c", f"echo x > {scratch_root() / 'planted'}"], worker_jail(), 30)
+    assert code == 0  # the same jail does write its own folder
