@@ -26,11 +26,9 @@ COMPILER_IMPORTS = "import harness_tools.compile.child, harness_tools.run.worker
 
 
 def jailed(code: str, spec: jail.JailSpec) -> None:
-    process = jail.popen([sys.executable, "-P", "-c", code], spec, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    output = process.communicate()[0]
-    jail.release(process)
-    if process.returncode:
-        raise RuntimeError(output.decode(errors="replace")[-800:])
+    exit_code, output, _ = jail.run([sys.executable, "-P", "-c", code], spec, 120, merge=True)
+    if exit_code != 0:
+        raise RuntimeError(output[-800:])
 
 
 def side_by_side(count: int, fn: Callable[[], None]) -> None:
