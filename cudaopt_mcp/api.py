@@ -242,7 +242,9 @@ class CaseOutcome(BaseModel):
     reps: int | None = None
     planned_reps: int | None = Field(None, description="the plan's timed launches, when fewer (reps) were timed")
     timing_stopped: str | None = Field(None, description="why fewer than the planned launches were timed: clearly "
-                                       "slower than the run's best on this case (the time step times in full)")
+                                       "slower than the run's best on this case, or a slow kernel timed for the "
+                                       "search's budget (the time step times in full)")
+    timing_cut: Literal["slower_than_best", "budget"] | None = Field(None, description="which of the two cut it")
     tflops: float | None = None
     gbps: float | None = None
 

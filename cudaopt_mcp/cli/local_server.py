@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from cudaopt_mcp.service.state import STOP_MARGIN, ServerConfig, ServerState
+from cudaopt_mcp.service.state import ServerConfig, ServerState, search_shortcuts
 from harness_tools.compile.child import start_compilers_ahead
 
 log = logging.getLogger("cudaopt")
@@ -34,7 +34,7 @@ class LocalServer:
                  full_timing: bool = False, ahead: tuple[str, int] | None = None):
         """``ahead``: (task, seed) of the first evaluation, whose inputs and oracle are then made meanwhile."""
         self.config = ServerConfig(results_dir=results, backend=backend, transport="inprocess", workers=workers,
-                                   ray_address=ray, stop_margin=None if full_timing else STOP_MARGIN)
+                                   ray_address=ray, **search_shortcuts(full_timing))
         self.state = ServerState.open(self.config)
         self.drawn: list[str] | None = None  # the cases made ahead, once made
         threading.Thread(target=self._start_workers, name="cudaopt-workers", daemon=True).start()

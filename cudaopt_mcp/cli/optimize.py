@@ -47,8 +47,8 @@ def add_optimize_arguments(parser: argparse.ArgumentParser, backends: list[str])
     parser.add_argument("--no-confirm", action="store_true", help="skip re-evaluating the best on fresh inputs")
     parser.add_argument("--full-timing", action="store_true",
                         help="time every candidate with the full plan (default: a case clearly slower than the best, "
-                             "by over 10 %%, stops being timed early); with --server, the server decides (its "
-                             "--full-timing)")
+                             "by over 10 %%, stops being timed early, and a slow kernel's case is timed for about "
+                             "50 ms, at least 10 launches); with --server, the server decides (its --full-timing)")
     parser.add_argument("--compile-ahead", choices=["auto", "on", "off"], default="auto",
                         help="compile the tuner's next candidate while the current one is timed (auto: on a GPU "
                              "backend only; the cpu backend's clock is the host's CPU, which the compiler would share)")

@@ -115,9 +115,11 @@ def _versus_baseline(attempt: Attempt, unit: str) -> str:
 
 
 def _timed_in_part(attempt: Attempt) -> str:
-    """A score from fewer launches than planned (clearly slower than the best: service.early_stop) says so."""
+    """A score from fewer launches than planned because clearly slower than the best (service.early_stop) says so;
+    a slow kernel timed for the search's budget is the search's normal measure, not news."""
     cases = attempt.evaluation.cases if attempt.evaluation is not None else []
-    launches = ", ".join(f"{c.reps} of {c.planned_reps}" for c in cases if c.planned_reps)
+    launches = ", ".join(f"{c.reps} of {c.planned_reps}" for c in cases
+                         if c.planned_reps and c.timing_cut != "budget")
     return f" (timed {launches} launches: clearly slower than the best)" if launches else ""
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cudaopt_mcp.service.state import STOP_MARGIN, ServerConfig
+from cudaopt_mcp.service.state import ServerConfig, search_shortcuts
 from harness_tools import available_backends
 
 
@@ -29,7 +29,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                              "'auto' joins the local node's cluster, 'local' starts one here (needs cudaopt[ray])")
     parser.add_argument("--full-timing", action="store_true",
                         help="evaluate times every candidate with the full plan (default: a case clearly slower than "
-                             "the run's best, by over 10 %%, stops being timed early)")
+                             "the run's best, by over 10 %%, stops being timed early, and a slow kernel's case is "
+                             "timed for about 50 ms, at least 10 launches)")
     parser.add_argument("--task-root", type=Path, action="append", default=[], metavar="DIR",
                         help="folder whose task folders HTTP clients may load (repeatable; stdio clients may load any)")
 
@@ -48,4 +49,4 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     return ServerConfig(results_dir=args.results, backend=args.backend, transport=args.transport,
                         task_roots=tuple(args.task_root), host=args.host, port=args.port,
                         workers=getattr(args, "workers", None), ray_address=getattr(args, "ray", None),
-                        stop_margin=None if getattr(args, "full_timing", False) else STOP_MARGIN)
+                        **search_shortcuts(getattr(args, "full_timing", False)))

@@ -201,7 +201,8 @@ def register(server: MCPServer) -> None:
         medians, only when everything passed), speed-ups vs the run's baseline and best, and registers.
         A candidate clearly slower than the run's best on a performance case (its median's interval
         wholly above the best's median there plus a margin, 10 % by default) stops being timed there
-        early, and the case says so (timing_stopped); time always times the full plan. A candidate that
+        early, and the case says so (timing_stopped); so does a slow kernel's case, timed for about 50 ms
+        (at least 10 launches) instead of every planned launch. time always times the full plan. A candidate that
         does not compile or is not correct is returned as an error result with the
         evidence. On the cpu backend the validation cases and the performance cases sized for a CPU run;
         its timings are CPU wall clock and rank CPU execution, not GPU speed.

@@ -48,6 +48,7 @@ from harness_tools.evaluation import (
     compile_budget,
 )
 from harness_tools.run.scratch import scratch_dir
+from harness_tools.run.timing import TimingPlan
 
 Step = Literal["evaluate", "run", "time"]
 RECORD = {"evaluate": "evaluation.json", "run": "execution.json", "time": "timing.json"}
@@ -81,11 +82,19 @@ def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: s
     with state.claimed(run_id, candidate_id), recorded_if_cancelled(state, run_id, candidate_id, step):
             out = _execute(state, step, run_id, candidate_id, task, cand, roles, progress,
                            EvaluationConfig(seed=timing.seed, timeout_s=timing.timeout_s, roles=["validation"],
-                                            timing=None if step == "run" else state.timing_plan(timing.warmup, timing.reps),
+                                            timing=None if step == "run" else _plan(state, step, run_id, candidate_id, timing),
                                             stop_timing_above_ms=bounds, device_compare_min_bytes=compare_from))
     progress(4, 4, "done")
     out.elapsed_s = round(time.perf_counter() - started, 3)
     return out
+
+
+def _plan(state: ServerState, step: Step, run_id: str, candidate_id: str, timing: TimingArgs) -> TimingPlan:
+    """The timing plan of a step: a search step's (evaluate) cut to the server's budget for a slow kernel, unless
+    it re-measures the run's best (as the headless client's confirmation does), which times in full."""
+    best = state.store.best(run_id)
+    searching = step == "evaluate" and (best is None or best.candidate_id != candidate_id)
+    return state.timing_plan(timing.warmup, timing.reps, state.config.search_budget_ms if searching else None)
 
 
 def _execute(state: ServerState, step: Step, run_id: str, candidate_id: str, task: Task, cand: Candidate,

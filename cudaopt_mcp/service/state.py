@@ -30,6 +30,13 @@ log = logging.getLogger("cudaopt.mcp")
 
 Transport = Literal["stdio", "http", "inprocess"]
 STOP_MARGIN = 0.10  # see ServerConfig.stop_margin
+SEARCH_BUDGET_MS = 50.0  # see ServerConfig.search_budget_ms
+
+
+def search_shortcuts(full_timing: bool) -> dict[str, float | None]:
+    """ServerConfig's search-step shortcuts, or none of them (``--full-timing``)."""
+    return {"stop_margin": None if full_timing else STOP_MARGIN,
+            "search_budget_ms": None if full_timing else SEARCH_BUDGET_MS}
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,8 @@ class ServerConfig:
     sure_gain: float | None = None  # None: the backend's (BackendTraits.sure_gain); service.best skips its head-to-head beyond it
     stop_margin: float | None = STOP_MARGIN  # evaluate stops timing a case once clearly above the best's median
     # plus this fraction (service.early_stop); None: every evaluate times the full plan
+    search_budget_ms: float | None = SEARCH_BUDGET_MS  # evaluate times a slow kernel's case for about this many ms
+    # (never fewer than timing.MIN_BUDGET_REPS launches; its head-to-heads too); None: every planned launch
     workers: int | None = None  # None: one per visible GPU on cuda, one on cpu (with ray: the cluster's GPUs)
     ray_address: str | None = None  # workers as Ray actors in this cluster ('local': one started here)
 
@@ -174,10 +183,10 @@ class ServerState:
                 self._pool = None
 
     # ---- defaults that depend on the backend ------------------------------------------------------
-    def timing_plan(self, warmup: int | None, reps: int | None) -> TimingPlan:
+    def timing_plan(self, warmup: int | None, reps: int | None, budget_ms: float | None = None) -> TimingPlan:
         traits = backend_traits(self.backend_name)
         return TimingPlan(warmup=warmup if warmup is not None else traits.default_warmup,
-                          reps=reps if reps is not None else traits.default_reps)
+                          reps=reps if reps is not None else traits.default_reps, budget_ms=budget_ms)
 
     # ---- which candidates are being worked on in this process -------------------------------------
     @contextlib.contextmanager

@@ -234,9 +234,14 @@ def case_outcome(case: CaseResult, with_timing: bool = True) -> CaseOutcome:
         out.tflops, out.gbps = case.tflops, case.gbps
         out.planned_reps = t.planned_reps
         if t.stopped_above_ms is not None and t.median_ci is not None:
+            out.timing_cut = "slower_than_best"
             out.timing_stopped = (f"timed {t.n} of {t.planned_reps} launches: stopped once clearly slower than the "
                                   f"run's best here (the median's interval starts at {t.median_ci.low_ms:.4g} ms, "
                                   f"above {t.stopped_above_ms:.4g} ms: the best's median plus a margin)")
+        elif t.budget_ms is not None:
+            out.timing_cut = "budget"
+            out.timing_stopped = (f"timed {t.n} of {t.planned_reps} launches: at {t.median_ms:.4g} ms each, that "
+                                  f"is the search's budget of about {t.budget_ms:.4g} ms per case (time times all)")
     return out
 
 

@@ -13,6 +13,11 @@ timed launches the samples so far are read (one synchronisation), and timing sto
 interval lies wholly above that bound. A candidate clearly slower than the bound keeps an honest median of
 fewer samples; nothing that could be faster is cut short.
 
+A time budget (``budget_ms``, e.g. a search step's): after the first :data:`LOOK_EVERY` timed launches the samples
+so far are read, and the count is cut to what fits the budget at their median, never below
+:data:`MIN_BUDGET_REPS`. A slow kernel's median then rests on fewer samples (its interval says how sure); a fast
+kernel's plan is untouched. Both stops are recorded with the planned count.
+
 Each launch thus starts with a cold L2 holding only clean lines. (A memset flush would leave dirty lines
 whose write-back lands inside the timed kernel: ~10 µs per launch on an H200, which Nsight Compute's own
 flush does not charge.) Statistics (:func:`summarize`) keep the samples: median, min, max, mean,
@@ -32,6 +37,7 @@ from pydantic import BaseModel, Field
 from harness_tools.run.statistics import Interval, median_interval
 
 LOOK_EVERY = 5  # timed launches between looks when stopping early: 5 is the fewest whose range is a 94 % interval
+MIN_BUDGET_REPS = 10  # a budget never cuts a case to fewer timed launches: a median with a 98 % interval of 8 ranks
 
 
 class TimingPlan(BaseModel):
@@ -40,6 +46,9 @@ class TimingPlan(BaseModel):
     flush_l2: bool = True
     stop_above_ms: float | None = Field(None, gt=0, description="stop timing once the median's interval lies wholly "
                                         f"above this (looked at every {LOOK_EVERY} timed launches)")
+    budget_ms: float | None = Field(None, gt=0, description="about this many ms of timed launches at most: after "
+                                    f"{LOOK_EVERY} launches the count is cut to what fits at their median, never "
+                                    f"below {MIN_BUDGET_REPS}")
 
 
 class TimingStats(BaseModel):
@@ -56,6 +65,8 @@ class TimingStats(BaseModel):
     stopped_above_ms: float | None = Field(None, description="timing stopped early, after n of planned_reps "
                                            "launches: the median's interval lay wholly above this")
     planned_reps: int | None = Field(None, description="the plan's timed launches, when timing stopped early")
+    budget_ms: float | None = Field(None, description="timing stopped after n of planned_reps launches: at their "
+                                    "median, more would have taken over this plan's budget")
 
 
 class DeviceTimer(Protocol):
@@ -74,22 +85,42 @@ def measure(timer: DeviceTimer, plan: TimingPlan) -> list[float]:
         if plan.flush_l2:
             timer.flush_l2()
         timer.launch()
-    for i in range(plan.reps):
+    target, done, seen = plan.reps, 0, []
+    while done < target:
         if plan.flush_l2:
             timer.flush_l2()
-        timer.record(i, 0)
+        timer.record(done, 0)
         timer.launch()
-        timer.record(i, 1)
-        if look_due(i + 1, plan):
-            so_far = timer.elapsed_ms(i + 1)
-            if clearly_above(so_far, plan):
-                return so_far
-    return timer.elapsed_ms(plan.reps)
+        timer.record(done, 1)
+        done += 1
+        if look_due(done, target, plan):
+            seen = timer.elapsed_ms(done)
+            target = reps_after_look(seen, plan)
+    return seen if len(seen) == done else timer.elapsed_ms(done)
 
 
-def look_due(done: int, plan: TimingPlan) -> bool:
-    """Whether to look at the samples after ``done`` timed launches (the last one needs no look)."""
-    return plan.stop_above_ms is not None and done % LOOK_EVERY == 0 and done < plan.reps
+def look_due(done: int, target: int, plan: TimingPlan) -> bool:
+    """Whether to look at the samples after ``done`` of ``target`` timed launches (the last one needs no look):
+    every few launches for a bound, once for a budget."""
+    if done % LOOK_EVERY or done >= target:
+        return False
+    return plan.stop_above_ms is not None or (plan.budget_ms is not None and done == LOOK_EVERY)
+
+
+def reps_after_look(samples_ms: Sequence[float], plan: TimingPlan) -> int:
+    """How many timed launches to take in all, from the samples so far: none more once clearly above the bound,
+    else the plan's, cut to what fits its budget."""
+    if clearly_above(samples_ms, plan):
+        return len(samples_ms)
+    return budgeted_reps(samples_ms, plan)
+
+
+def budgeted_reps(samples_ms: Sequence[float], plan: TimingPlan) -> int:
+    if plan.budget_ms is None:
+        return plan.reps
+    per_launch = statistics.median(samples_ms)
+    fits = math.ceil(plan.budget_ms / per_launch) if per_launch > 0 else plan.reps
+    return min(plan.reps, max(MIN_BUDGET_REPS, len(samples_ms), fits))
 
 
 def clearly_above(samples_ms: Sequence[float], plan: TimingPlan) -> bool:
@@ -104,7 +135,9 @@ def summarize(samples_ms: Sequence[float], clock: str = "cuda-events", plan: Tim
     data = sorted(float(s) for s in samples_ms)
     mean = statistics.fmean(data)
     stdev = statistics.pstdev(data) if len(data) > 1 else 0.0
-    stopped = plan is not None and plan.stop_above_ms is not None and len(data) < plan.reps
+    cut = plan is not None and (plan.stop_above_ms or plan.budget_ms) is not None and len(data) < plan.reps
+    above = cut and plan is not None and clearly_above(data, plan)
+    budget = plan.budget_ms if cut and not above and plan is not None else None
     return TimingStats(
         clock=clock,
         median_ms=statistics.median(data),
@@ -116,8 +149,9 @@ def summarize(samples_ms: Sequence[float], clock: str = "cuda-events", plan: Tim
         n=len(data),
         samples_ms=list(samples_ms),
         median_ci=median_interval(data),
-        stopped_above_ms=plan.stop_above_ms if stopped and plan is not None else None,
-        planned_reps=plan.reps if stopped and plan is not None else None,
+        stopped_above_ms=plan.stop_above_ms if above and plan is not None else None,
+        planned_reps=plan.reps if cut and plan is not None else None,
+        budget_ms=budget,
     )
 
 

@@ -35,7 +35,7 @@ from harness_tools.backends.contract import (
 from harness_tools.backends.cpu.build import runtime_library
 from harness_tools.backends.cpu.translate import needs_fibers
 from harness_tools.backends.kernel_args import argument_array
-from harness_tools.run.timing import clearly_above, look_due, summarize
+from harness_tools.run.timing import look_due, reps_after_look, summarize
 from harness_tools.task.dtypes import numpy_dtype, storable
 
 OK, KERNEL_ERROR, OUT_OF_BOUNDS, CRASH, BAD_LAUNCH = range(5)
@@ -126,17 +126,20 @@ class CpuExecutor:
         self._collect(request, buffers, run)
         run.collect_ms = (time.perf_counter() - start) * 1e3
         if request.timing is not None and not run.overruns:
-            samples = []
+            samples: list[float] = []
             begin = time.perf_counter()
-            for i in range(request.timing.warmup + request.timing.reps):
+            warmup, target = request.timing.warmup, request.timing.reps
+            while len(samples) < target:
                 t0 = time.perf_counter()
                 code = launch_all()
                 if code != OK:
                     return self._failure(code, error.value.decode(errors="replace"), run)
-                if i >= request.timing.warmup:
-                    samples.append((time.perf_counter() - t0) * 1e3)
-                    if look_due(len(samples), request.timing) and clearly_above(samples, request.timing):
-                        break
+                if warmup:
+                    warmup -= 1
+                    continue
+                samples.append((time.perf_counter() - t0) * 1e3)
+                if look_due(len(samples), target, request.timing):
+                    target = reps_after_look(samples, request.timing)
             run.timing = summarize(samples, clock="cpu-wall-clock", plan=request.timing)
             run.time_ms = (time.perf_counter() - begin) * 1e3
         return run

@@ -74,7 +74,9 @@ def test_a_score_timed_in_part_says_so_and_a_full_one_says_nothing():
     slow.evaluation.cases = [CaseOutcome(name="perf_a", role="performance", status="passed", passed=True, median_ms=40.2,
                                          reps=5, planned_reps=30, timing_stopped="timed 5 of 30 launches: ..."),
                              CaseOutcome(name="perf_b", role="performance", status="passed", passed=True, median_ms=9.0,
-                                         reps=30)]
+                                         reps=30),
+                             CaseOutcome(name="perf_c", role="performance", status="passed", passed=True, median_ms=9.0,
+                                         reps=10, planned_reps=30, timing_cut="budget")]  # the search's normal measure
     shown = lines(base, slow)
     assert "40.2 ms CPU, 0.28x the baseline (timed 5 of 30 launches: clearly slower than the best)" in shown[1]
     assert "timed" not in shown[0]

@@ -14,7 +14,9 @@ TIMING = TimingArgs(timeout_s=300, reps=20)
 
 @pytest.fixture(scope="module")
 def state(tmp_path_factory):
-    s = ServerState.open(ServerConfig(results_dir=tmp_path_factory.mktemp("results"), backend="cpu"))
+    # no time budget here: these tests are about the bound (test_search_budget.py is about the budget)
+    s = ServerState.open(ServerConfig(results_dir=tmp_path_factory.mktemp("results"), backend="cpu",
+                                      search_budget_ms=None))
     yield s
     s.close()
 
@@ -44,7 +46,8 @@ def test_a_candidate_far_slower_than_the_best_is_timed_in_part_and_says_so(state
 
 
 def test_with_early_stops_turned_off_every_candidate_is_timed_in_full(tmp_path):
-    full = ServerState.open(ServerConfig(results_dir=tmp_path / "results", backend="cpu", stop_margin=None))
+    full = ServerState.open(ServerConfig(results_dir=tmp_path / "results", backend="cpu", stop_margin=None,
+                                         search_budget_ms=None))
     try:
         run_id = run_creation.create_run(full, "reduce_sum", None, None, None).run_id
         evaluations.execute_step(full, "evaluate", run_id, candidate=CandidateArgs(tunables=FAST), timing=TIMING)

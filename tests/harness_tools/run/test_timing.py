@@ -93,3 +93,45 @@ def test_nothing_that_could_be_under_the_bound_is_cut_short():
 def test_the_statistics_of_a_stopped_plan_say_so():
     stats = summarize([3.0, 1.0, 2.0, 4.0, 5.0], plan=TimingPlan(reps=30, stop_above_ms=0.5))
     assert (stats.n, stats.planned_reps, stats.stopped_above_ms, stats.median_ms) == (5, 30, 0.5, 3.0)
+
+
+class SteadyTimer(ScriptedTimer):
+    """Every launch takes ``ms``."""
+
+    def __init__(self, ms: float):
+        super().__init__()
+        self.ms = ms
+
+    def elapsed_ms(self, count):
+        self.ops.append("sync")
+        return [self.ms] * count
+
+
+@pytest.mark.parametrize(("ms", "reps", "timed"), [
+    (4.0, 30, 13),    # 50 ms of launches fit 12.5 of 4 ms: 13
+    (26.0, 30, 10),   # a slow kernel keeps MIN_BUDGET_REPS
+    (0.01, 30, 30),   # a fast kernel keeps its plan
+    (4.0, 8, 8),      # a plan under the floor is not raised to it
+])
+def test_a_budget_cuts_a_slow_kernels_launches_after_one_look(ms, reps, timed):
+    timer = SteadyTimer(ms)
+    samples = measure(timer, TimingPlan(warmup=0, reps=reps, flush_l2=False, budget_ms=50.0))
+    assert len(samples) == timed
+    assert timer.ops.count("sync") == (2 if reps > 5 and timed > 5 else 1)  # one look after 5, then the end
+    stats = summarize(samples, plan=TimingPlan(reps=reps, budget_ms=50.0))
+    if timed < reps:
+        assert (stats.n, stats.planned_reps, stats.budget_ms, stats.stopped_above_ms) == (timed, reps, 50.0, None)
+    else:
+        assert (stats.planned_reps, stats.budget_ms) == (None, None)
+
+
+def test_a_budget_and_a_bound_together_stop_at_whichever_comes_first():
+    timer = SteadyTimer(4.0)  # under the bound: the budget decides
+    assert len(measure(timer, TimingPlan(warmup=0, reps=30, flush_l2=False, budget_ms=50.0, stop_above_ms=5.0))) == 13
+    assert timer.ops.count("sync") == 3  # looks at 5 and 10 (the bound's), the end at 13
+
+    timer = SteadyTimer(4.0)  # clearly above the bound at the first look: five samples, whatever the budget
+    samples = measure(timer, TimingPlan(warmup=0, reps=30, flush_l2=False, budget_ms=50.0, stop_above_ms=1.0))
+    assert len(samples) == 5 and timer.ops.count("sync") == 1
+    stats = summarize(samples, plan=TimingPlan(reps=30, budget_ms=50.0, stop_above_ms=1.0))
+    assert (stats.stopped_above_ms, stats.budget_ms, stats.planned_reps) == (1.0, None, 30)
