@@ -33,11 +33,11 @@ from cuda.bindings import driver as cu  # imported by worker processes only
 
 from harness_tools.backends.contract import BinGrid, DeviceCheck, DeviceComparison
 from harness_tools.backends.cuda.compare_kernels import CODES, KERNELS, MAP_BINS, NO_INDEX, STATS
-from harness_tools.backends.cuda.pinned_upload import upload_npy
 from harness_tools.task.dtypes import numpy_dtype
 
 log = logging.getLogger(__name__)
 
+STAGE_BYTES = 64 << 20  # pinned host staging of the upload
 THREADS = 256
 
 
@@ -190,8 +190,7 @@ class DeviceVerifier:
         temporary = nbytes > self.budget
         while not temporary and self.kept and self.bytes + nbytes > self.budget:
             self._drop(next(iter(self.kept)))
-        ref = _Reference(self._upload(check.hi_file, hi.nbytes),
-                         self._upload(check.lo_file, lo.nbytes) if check.lo_file and lo is not None else None, elements,
+        ref = _Reference(self._upload(hi), self._upload(lo) if lo is not None else None, elements,
                          hi.dtype == np.float64, nbytes)
         self._launch("cudaopt_mask", elements, [ctypes.c_uint64(int(ref.hi)), ctypes.c_uint64(int(ref.lo or 0)),
                                                 ctypes.c_int(int(ref.hi_double)), ctypes.c_size_t(elements), self.key])
@@ -201,14 +200,21 @@ class DeviceVerifier:
             self.bytes += nbytes
         return ref, temporary
 
-    def _upload(self, path: str, nbytes: int):
-        """A device copy of the array in ``path``, through pinned buffers that are zeroed afterwards."""
-        ptr = self._ok(cu.cuMemAlloc(max(nbytes, 16)), "cuMemAlloc(reference)")
+    def _upload(self, array: np.ndarray):
+        """A device copy of ``array`` (a memory-mapped file), through a pinned buffer that is zeroed afterwards."""
+        flat = array.reshape(-1).view(np.uint8)
+        ptr = self._ok(cu.cuMemAlloc(max(flat.size, 16)), "cuMemAlloc(reference)")
+        stage_bytes = min(STAGE_BYTES, max(flat.size, 16))
+        host = self._ok(cu.cuMemHostAlloc(stage_bytes, 0), "cuMemHostAlloc(reference staging)")
         try:
-            upload_npy(int(ptr), path, self.stream, self._ok, wipe=True)
-        except BaseException:
-            cu.cuMemFree(ptr)
-            raise
+            stage = np.ctypeslib.as_array((ctypes.c_uint8 * stage_bytes).from_address(int(host)))
+            for start in range(0, flat.size, stage_bytes):
+                part = flat[start : start + stage_bytes]
+                stage[: part.size] = part
+                self._ok(cu.cuMemcpyHtoD(_ptr(int(ptr) + start), host, part.size), "upload reference")
+            stage[:] = 0
+        finally:
+            cu.cuMemFreeHost(host)
         return ptr
 
     def _wipe(self, ref: _Reference) -> None:

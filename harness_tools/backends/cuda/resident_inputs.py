@@ -19,7 +19,6 @@ import numpy as np
 from cuda.bindings import driver as cu  # imported by worker processes only
 
 from harness_tools.backends.cuda.device_kernels import DeviceKernels
-from harness_tools.backends.cuda.pinned_upload import upload_npy
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +67,12 @@ class ResidentInputs:
         return kept
 
     def _upload(self, dst, path: str, nbytes: int) -> None:
-        held = np.load(path, mmap_mode="r").nbytes  # checked before anything is written to a buffer of nbytes
-        if held != nbytes:
-            raise ValueError(f"input file {path} holds {held} bytes, the buffer {nbytes}")
-        upload_npy(int(dst), path, self.kernels.stream, self._ok)
+        host = np.ascontiguousarray(np.load(path, mmap_mode="r"))
+        if host.nbytes != nbytes:
+            raise ValueError(f"input file {path} holds {host.nbytes} bytes, the buffer {nbytes}")
+        if nbytes:
+            self._ok(cu.cuMemcpyHtoDAsync(dst, host.ctypes.data, nbytes, self.kernels.stream), "upload input")
+            self._ok(cu.cuStreamSynchronize(self.kernels.stream), "upload input")  # before `host` goes
 
     def _drop(self, key: tuple) -> None:
         kept = self.kept.pop(key)
