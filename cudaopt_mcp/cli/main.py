@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="cudaopt: %(message)s")
+    if args.verbose > 1:  # our own DEBUG lines (each step's timings), the workers' too; not every library's
+        for name in ("cudaopt", "cudaopt_mcp", "harness_tools"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
+        os.environ.setdefault("CUDAOPT_LOG", "DEBUG")
     try:
         return args.func(args)
     except HarnessError as exc:
@@ -55,7 +60,8 @@ def console() -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cudaopt", description="Optimise CUDA kernels: compile, check, time.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log progress to stderr; -vv: also each step's timings (DEBUG), the workers' included")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
     tasks = command(sub, "tasks", "list the bundled tasks")

@@ -134,3 +134,16 @@ def test_serve_on_a_public_address_without_a_token_refuses_to_start(tmp_path):
                          env=env)
     assert out.returncode == 2
     assert "CUDAOPT_MCP_TOKEN" in out.stderr
+
+
+def test_dash_vv_logs_each_steps_timings_and_dash_v_does_not(tmp_path):
+    """-vv: the engine's and the service's DEBUG lines (a hidden check's time, say)."""
+    def stderr(flag: str) -> str:
+        out = cudaopt(flag, "optimize", "examples/vector_add", "--backend", "cpu", "--max-iterations", "0",
+                      "--no-report", "--no-confirm", "--results", str(tmp_path / flag))
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stderr
+
+    debug, info = stderr("-vv"), stderr("-v")
+    assert "hidden check of c0001" in debug and "hidden check of" not in info
+    assert "baseline: c0001" in info and "starting the cpu backend" in info
