@@ -19,7 +19,7 @@ from harness_tools.check.inputs import draw_inputs, scalar_arguments, stored_inp
 from harness_tools.compile import CompileResult
 from harness_tools.errors import CandidateError, ExpressionError
 from harness_tools.run.scratch import CACHE as INPUT_FILES
-from harness_tools.run.scratch import ReadOnFirstUse
+from harness_tools.run.scratch import Allocate, ReadOnFirstUse
 from harness_tools.run.timing import TimingPlan
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.dtypes import as_dtype, numpy_dtype, storable
@@ -127,10 +127,11 @@ def case_inputs(task: Task, case: Case, seed: int) -> tuple[Mapping[str, np.ndar
     saved once per spec/case/seed."""
     digest = hashlib.sha256(task.spec.model_dump_json().encode()).hexdigest()
 
-    def draw() -> dict[str, np.ndarray]:
+    def draw(allocate: Allocate) -> dict[str, np.ndarray]:
         stored = stored_inputs(task, case)
         if stored is None:
-            stored = generated_inputs(task, case, seed) if task.spec.inputs else draw_inputs(task.spec, case, seed)
+            stored = (generated_inputs(task, case, seed) if task.spec.inputs
+                      else draw_inputs(task.spec, case, seed, allocate))
         return {name: storable(arr) for name, arr in stored.items()}  # fp8/bf16 as raw records np.load reads back
     arrays, files = INPUT_FILES.get((folder_digest(task.folder), digest, case.name, seed), draw)  # a run's copy shares it
     dtypes = {b.name: b.dtype for b in task.spec.buffers}  # kept files say |V2 for bf16: each converted when read

@@ -33,7 +33,8 @@ from typing import NamedTuple
 import numpy as np
 
 from harness_tools.backends.contract import TAIL_BYTES
-from harness_tools.task.dtypes import FP8_MAX, HALF_TYPES, NARROW_FLOATS, as_dtype, is_float, numpy_dtype
+from harness_tools.run.scratch import Allocate
+from harness_tools.task.dtypes import FP8_MAX, HALF_TYPES, NARROW_FLOATS, as_dtype, is_float, numpy_dtype, storage_dtype
 from harness_tools.task.expressions import evaluate_expression
 from harness_tools.task.spec import (
     BufferParam,
@@ -116,22 +117,25 @@ def fresh_seed() -> int:
     return int.from_bytes(os.urandom(4), "little")
 
 
-def draw_inputs(spec: TaskSpec, case: Case, seed: int) -> dict[str, np.ndarray]:
-    """Arrays for every in/inout buffer, in the buffer's dtype and shape."""
+def draw_inputs(spec: TaskSpec, case: Case, seed: int, allocate: Allocate | None = None) -> dict[str, np.ndarray]:
+    """Arrays for every in/inout buffer, in the buffer's dtype and shape. A buffer drawn in pieces is drawn into
+    ``allocate``'s array (its file in the input cache, written once by the drawing threads) when one is given."""
     arrays: dict[str, np.ndarray] = {}
     for buf in spec.buffers:
         if buf.role == "out":
             continue
         key = [seed, zlib.crc32(case.name.encode()), zlib.crc32(buf.name.encode())]
-        arrays[buf.name] = _draw(key, buf, spec.shape_of(buf, case.sizes))
+        arrays[buf.name] = _draw(key, buf, spec.shape_of(buf, case.sizes), allocate)
     return arrays
 
 
-def _draw(key: list[int], buf: BufferParam, shape: tuple[int, ...]) -> np.ndarray:
+def _draw(key: list[int], buf: BufferParam, shape: tuple[int, ...], allocate: Allocate | None) -> np.ndarray:
     count = math.prod(shape)
     if count <= PIECE:  # one stream, as every buffer was drawn before pieces
         return _draw_piece(np.random.default_rng(key), buf, count).reshape(shape)
-    out = np.empty(count, numpy_dtype(buf.dtype))
+    dtype = numpy_dtype(buf.dtype)
+    out = np.empty(count, dtype) if allocate is None else allocate(buf.name, shape, storage_dtype(buf.dtype))
+    out = out.reshape(-1).view(dtype)  # raw records in the file for fp8/bf16, filled as the type itself
 
     def fill(i: int) -> None:
         piece = slice(i * PIECE, min(count, (i + 1) * PIECE))

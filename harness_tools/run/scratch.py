@@ -122,6 +122,10 @@ class ReadOnFirstUse(Mapping[str, np.ndarray]):
         return len(self._names)
 
 
+Allocate = Callable[[str, tuple[int, ...], np.dtype], np.ndarray]
+"""(buffer name, shape, storage dtype) -> an array to fill, mapped from that buffer's file in the cache."""
+
+
 class InputFiles:
     def __init__(self, max_bytes: int | None = None):
         self.max_bytes = default_cache_bytes() if max_bytes is None else max_bytes
@@ -129,18 +133,27 @@ class InputFiles:
         self._lock = threading.Lock()
         self._drawing = KeyedLocks()  # a key being drawn is drawn once; a second caller waits for it
 
-    def get(self, key: tuple, draw: Callable[[], dict[str, np.ndarray]]) -> tuple[Mapping[str, np.ndarray], dict[str, Path]]:
-        """(arrays, files) for ``key``; arrays of a cached entry are memory-mapped from its files when first read."""
+    def get(self, key: tuple, draw: Callable[[Allocate], dict[str, np.ndarray]]
+            ) -> tuple[Mapping[str, np.ndarray], dict[str, Path]]:
+        """(arrays, files) for ``key``; arrays of a cached entry are memory-mapped from its files when first read.
+        ``draw`` may fill a large array straight in its file (``allocate``): no second copy of it is written."""
         with self._drawing.held(key):
             hit = self.cached(key)
             if hit is not None:
                 return ReadOnFirstUse(hit, lambda name: np.load(hit[name], mmap_mode="r")), hit
-            arrays = draw()
+            arrays: dict[str, np.ndarray] = {}
 
             def save(folder: Path) -> dict[str, Path]:
+                mapped: set[str] = set()
+
+                def allocate(name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+                    mapped.add(name)
+                    return np.lib.format.open_memmap(folder / f"in_{name}.npy", mode="w+", dtype=dtype, shape=shape)
+                arrays.update(draw(allocate))
                 files = {name: folder / f"in_{name}.npy" for name in arrays}
                 for name, arr in arrays.items():
-                    np.save(files[name], arr)  # the caller gives what np.load reads back (raw records for fp8/bf16)
+                    if name not in mapped:  # the caller gives what np.load reads back (raw records for fp8/bf16)
+                        np.save(files[name], arr)
                 return files
             return arrays, self.store(key, save)
 

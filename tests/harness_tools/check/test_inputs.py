@@ -140,3 +140,24 @@ def test_an_evaluation_records_how_its_inputs_follow_from_the_seed(cpu_backend):
     older = result.model_dump(mode="json")
     del older["input_scheme"]
     assert EvaluationResult.model_validate(older).input_scheme == 1
+
+
+def test_a_large_buffer_drawn_into_a_file_holds_the_same_bytes_as_in_memory(tmp_path):
+    """The input cache's ``allocate`` path: raw records in the file for bfloat16, the values of the in-memory
+    draw either way."""
+    spec = spec_from_dict({**SPEC.model_dump(mode="json", exclude_none=True), "params": [
+        {"kind": "buffer", "name": "x", "dtype": "float32", "shape": ["n"], "role": "in"},
+        {"kind": "buffer", "name": "h", "dtype": "bfloat16", "shape": ["n"], "role": "in"},
+        {"kind": "buffer", "name": "y", "dtype": "float32", "shape": ["n"], "role": "out"}],
+        "tolerance": {"float32": {"atol": 0, "rtol": 0}, "bfloat16": {"atol": 0, "rtol": 0}}}, "inline")
+    case = spec.cases[0].model_copy(update={"sizes": {"n": PIECE + 3}})
+
+    def allocate(name, shape, dtype):
+        return np.lib.format.open_memmap(tmp_path / f"{name}.npy", mode="w+", dtype=dtype, shape=shape)
+
+    in_memory, in_files = draw_inputs(spec, case, 11), draw_inputs(spec, case, 11, allocate)
+    for name, dtype in (("x", "float32"), ("h", "bfloat16")):
+        assert in_files[name].dtype == numpy_dtype(dtype) and in_files[name].shape == (PIECE + 3,)
+        assert in_files[name].tobytes() == in_memory[name].tobytes()
+        assert np.load(tmp_path / f"{name}.npy").tobytes() == in_memory[name].tobytes()
+    assert np.load(tmp_path / "h.npy").dtype == np.dtype("V2")  # raw records, as np.save of storable() writes
