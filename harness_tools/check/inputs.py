@@ -49,7 +49,6 @@ from harness_tools.task.spec import (
     buffer_bytes,
 )
 
-
 PIECE = 1 << 22  # elements: a larger buffer is drawn in independently seeded pieces of this many
 # How input values follow from (seed, case, buffer); raised whenever the same seed would draw other values.
 # 1: every buffer in one stream. 2: buffers over PIECE elements in pieces (smaller ones as in 1).
