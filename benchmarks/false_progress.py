@@ -1,6 +1,7 @@
 """False progress: does evaluating one kernel again and again ever crown a "new best"?
 
-    python -m benchmarks.false_progress [--backend cuda] [--repeats 50] [--tasks sgemm ...]
+    python -m benchmarks.false_progress [--backend cuda] [--repeats 50] [--tasks sgemm ...] [--reps N]
+                                        [--budget server|off|both]
 
 Per bundled task, a fresh run through the service, exactly as the MCP `evaluate` tool drives it (fresh inputs
 every time, the server's timing plan): the task's baseline first, then one kernel (the task's tunable kernel at
@@ -8,7 +9,8 @@ a fixed configuration where it has one, else the baseline) ``repeats`` times as 
 an unused define that makes each a new candidate — and ``--same`` more times as the very same candidate. The
 first clone may beat the baseline for real; every later "new best" is false progress (the goal is 0).
 Beside it, the old rule (the lowest number ever measured wins) on the same measurements, the CV per
-performance case (median over the evaluations) and the spread of the score.
+performance case (median over the evaluations) and the spread of the score. ``--budget both`` runs every task
+twice, with the server's search budget (a slow kernel's case timed for about 50 ms) and without it, side by side.
 """
 
 from __future__ import annotations
@@ -21,15 +23,15 @@ from pathlib import Path
 
 from cudaopt_mcp.service import evaluations, run_creation
 from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
-from cudaopt_mcp.service.state import ServerConfig, ServerState
+from cudaopt_mcp.service.state import SEARCH_BUDGET_MS, ServerConfig, ServerState
 from harness_tools import bundled_task_names
 
 TUNED = {"sgemm": {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1, "WIDE_MIN": 128}}
 
 
-def run_task(state: ServerState, task: str, repeats: int, same: int, timeout_s: float) -> dict:
+def run_task(state: ServerState, task: str, repeats: int, same: int, timeout_s: float, reps: int | None) -> dict:
     run_id = run_creation.create_run(state, task, None, None, None).run_id
-    timing = TimingArgs(timeout_s=timeout_s)
+    timing = TimingArgs(timeout_s=timeout_s, reps=reps)
     outs = [evaluations.execute_step(state, "evaluate", run_id, timing=timing)]  # the baseline: the first best
     tunables = TUNED.get(task)
     for i in range(repeats):
@@ -69,7 +71,7 @@ def _row(r: dict) -> str:
     cv = ", ".join(f"{k} {v:.2%}" for k, v in r["cv_median"].items())
     score = f"{r['score_median_ms']:.4g}" if r["score_median_ms"] else "-"
     spread = f"{r['score_spread']:.1%}" if r["score_spread"] is not None else "-"
-    return (f"{r['task']:<14}{r['evaluations']:>6}{r['correct']:>8}{r['false_new_best']:>15}{r['old_rule_new_best']:>9}"
+    return (f"{r['task']:<22}{r['evaluations']:>6}{r['correct']:>8}{r['false_new_best']:>15}{r['old_rule_new_best']:>9}"
             f"{score:>11}{spread:>8}{r['head_to_heads']:>5}  {cv}")
 
 
@@ -81,23 +83,31 @@ def main() -> int:
     parser.add_argument("--tasks", nargs="*", default=bundled_task_names())
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--reps", type=int, help="timed launches per performance case (default: the server's)")
+    parser.add_argument("--budget", choices=["server", "off", "both"], default="server",
+                        help="the server's search budget for slow kernels, none, or each task with and without")
     args = parser.parse_args()
     rows = []
+    budgets = {"server": [SEARCH_BUDGET_MS], "off": [None], "both": [SEARCH_BUDGET_MS, None]}[args.budget]
     with tempfile.TemporaryDirectory(prefix="false-progress-") as tmp:
-        state = ServerState.open(ServerConfig(results_dir=Path(tmp), backend=args.backend))
-        print(f"backend {state.backend_name}; {args.repeats} clones + {args.same} re-evaluations per task, after the "
-              "baseline", flush=True)
-        print(f"{'task':<14}{'evals':>6}{'correct':>8}{'false new best':>15}{'old rule':>9}{'score ms':>11}"
+        states = {b: ServerState.open(ServerConfig(results_dir=Path(tmp) / str(b), backend=args.backend,
+                                                   search_budget_ms=b)) for b in budgets}
+        print(f"backend {states[budgets[0]].backend_name}; {args.repeats} clones + {args.same} re-evaluations per "
+              f"task, after the baseline; {args.reps or 'the default'} timed launches", flush=True)
+        print(f"{'task':<22}{'evals':>6}{'correct':>8}{'false new best':>15}{'old rule':>9}{'score ms':>11}"
               f"{'spread':>8}{'h2h':>5}  "
               "median CV per performance case", flush=True)
         try:
             for task in args.tasks:  # each row as it is measured: a long run that is cut short still reports
-                rows.append(run_task(state, task, args.repeats, args.same, args.timeout))
-                print(_row(rows[-1]), flush=True)
-                if args.json:
-                    args.json.write_text(json.dumps(rows, indent=2))
+                for budget, state in states.items():
+                    rows.append(run_task(state, task, args.repeats, args.same, args.timeout, args.reps))
+                    rows[-1]["task"] = f"{task} ({f'{budget:g} ms' if budget else 'no budget'})"
+                    print(_row(rows[-1]), flush=True)
+                    if args.json:
+                        args.json.write_text(json.dumps(rows, indent=2))
         finally:
-            state.close()
+            for state in states.values():
+                state.close()
     total = sum(r["false_new_best"] for r in rows)
     print(f"false progress: {total} new best(s) in {sum(r['repeats'] for r in rows)} repeat evaluations "
           f"(goal 0); the old rule would have crowned {sum(r['old_rule_new_best'] for r in rows)}")
