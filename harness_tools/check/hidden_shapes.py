@@ -19,7 +19,8 @@ Method of the derivation (deterministic: the same task and backend always give t
    4096 of the task's tunable parameters, baseline defines and literal block dimensions.
 4. A derived case is kept only if it obeys the size rules, makes a valid case (positive shapes, scalars
    that fit their dtype), needs at most twice the buffer bytes of the largest validation case, and differs
-   from every public case and every case kept before it; otherwise the class tries the next template.
+   from every public case and every case kept before it; otherwise the class tries the next template. A class
+   that finds no case that way tries its templates once more with a limit of 64 MiB, where that is more.
    At most ``MAX_DERIVED`` cases; none when ``hidden.derive`` is false or the reference is stored arrays
    (there is nothing to compare new sizes with).
 
@@ -37,7 +38,9 @@ from harness_tools.task.loading import sizes_problem
 from harness_tools.task.spec import Case, HiddenSpec, StoredReference, Task, TaskSpec, buffer_bytes
 
 MAX_DERIVED = 8
-GROWTH = 2  # a derived case needs at most this times the buffers of the largest validation case
+GROWTH = 2  # a derived case needs at most this times the buffers of the largest validation case ...
+FLOOR_BYTES = 64 << 20  # ... or, for a class that found no case so, this much (a coarse lattice: matmul's N, a
+# multiple of 512, had no size between its validation cases and twice their bytes, so no hidden case at all)
 DEFAULT_TILES = (32, 64, 128, 256)
 TILE_RANGE = (8, 4096)  # tunable and define values in this range look like tile sizes
 TASK_HIDDEN = "task-hidden"
@@ -176,13 +179,15 @@ def derived_sizes(spec: TaskSpec, backend: str) -> list[tuple[str, dict[str, int
     templates = _templates(spec, backend)
     if not templates:
         return []
-    limit = GROWTH * _buffer_bytes(spec, templates[0])
+    growth = GROWTH * _buffer_bytes(spec, templates[0])
+    limits = [growth] + ([FLOOR_BYTES] if FLOOR_BYTES > growth else [])
     units, tiles = _units(spec), tile_sizes(spec)
     taken = [dict(c.sizes) for c in spec.cases] + [dict(c.sizes) for c in spec.hidden.cases]
     out: list[tuple[str, dict[str, int]]] = []
     for k, shape_class in enumerate(CLASSES):
-        for t in range(len(templates)):
-            sizes = _apply(shape_class, templates[(k + t) % len(templates)], units, tiles)
+        tries = [(limit, templates[(k + t) % len(templates)]) for limit in limits for t in range(len(templates))]
+        for limit, template in tries:
+            sizes = _apply(shape_class, template, units, tiles)
             if _acceptable(spec, sizes, limit, taken):
                 out.append((shape_class, sizes))
                 taken.append(sizes)

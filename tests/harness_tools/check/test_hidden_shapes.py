@@ -13,6 +13,7 @@ import pytest
 
 from harness_tools.check.hidden_shapes import (
     CLASSES,
+    FLOOR_BYTES,
     GROWTH,
     MAX_DERIVED,
     TASK_HIDDEN,
@@ -49,6 +50,9 @@ MATMUL = {
     "tunables": {"source": "b.cu", "params": {"BM": [48, 96], "BK": [4, 8]},
                  "launch": {"grid": ["ceil_div(N, BM)"], "block": [128]}},
 }
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def spec(**changes) -> TaskSpec:
@@ -92,11 +96,26 @@ def test_bounded_in_count_and_bytes():
             assert 1 <= len(derived) <= MAX_DERIVED, name
             largest = max(_bytes(s, c.sizes) for c in s.cases_for(["validation"], backend))
             assert all(_bytes(s, sizes) <= GROWTH * largest for _, sizes in derived), name
-    # one small validation case (5x5x5): tile+1 would be 9x9x9 (tiles start at 8), over twice its buffers: dropped
+    # one small validation case (5x5x5): tile+1 would be 9x9x9 (tiles start at 8), over twice its buffers; no
+    # template gives it less, so it takes the floor's limit instead (a few KB here)
     tiny = spec(cases=[{"name": "v", "role": "validation", "sizes": {"M": 5, "N": 5, "K": 5}}])
     kept = dict(derived_sizes(tiny, "cpu"))
-    assert kept and "tile+1" not in kept and kept["odd"] == {"M": 7, "N": 7, "K": 7}
-    assert all(_bytes(tiny, sizes) <= GROWTH * _bytes(tiny, {"M": 5, "N": 5, "K": 5}) for sizes in kept.values())
+    assert kept["odd"] == {"M": 7, "N": 7, "K": 7} and kept["tile+1"] == {"M": 9, "N": 9, "K": 9}
+    twice = GROWTH * _bytes(tiny, {"M": 5, "N": 5, "K": 5})
+    assert [c for c, sizes in kept.items() if _bytes(tiny, sizes) > twice] == ["tile+1"]
+
+
+def test_a_coarse_size_lattice_still_gets_a_hidden_case_within_the_floor():
+    """N a multiple of 512 with validation cases at 512 and 1024 (Kernel Tuner's matmul): every derived size is
+    1536 or more, over twice the bytes of the largest case, so there was no hidden case at all. A class that finds
+    none that way may use FLOOR_BYTES: 1536, a multiple that is not a power of two, is checked."""
+    square = {"equal": [["M", "N", "K"]], "multiple_of": {"M": 512, "N": 512, "K": 512}}
+    cases = [{"name": f"v{n}", "role": "validation", "sizes": {"M": n, "N": n, "K": n}} for n in (512, 1024)]
+    coarse = spec(size_rules=square, cases=cases)
+    derived = derived_sizes(coarse, "cuda")
+    assert derived == [("tile+1", {"M": 1536, "N": 1536, "K": 1536})]
+    assert GROWTH * _bytes(coarse, cases[1]["sizes"]) < _bytes(coarse, derived[0][1]) <= FLOOR_BYTES
+    assert derived_sizes(resolve_task(str(EXAMPLES / "matmul")).spec, "cuda") == [("tile+1", {"N": 1536})]
 
 
 def test_deterministic_for_a_task(tmp_path):
