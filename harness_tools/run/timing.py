@@ -135,7 +135,8 @@ def summarize(samples_ms: Sequence[float], clock: str = "cuda-events", plan: Tim
     data = sorted(float(s) for s in samples_ms)
     mean = statistics.fmean(data)
     stdev = statistics.pstdev(data) if len(data) > 1 else 0.0
-    cut = plan is not None and (plan.stop_above_ms or plan.budget_ms) is not None and len(data) < plan.reps
+    cuts = plan is not None and (plan.stop_above_ms is not None or plan.budget_ms is not None)
+    cut = cuts and plan is not None and len(data) < plan.reps
     above = cut and plan is not None and clearly_above(data, plan)
     budget = plan.budget_ms if cut and not above and plan is not None else None
     return TimingStats(
