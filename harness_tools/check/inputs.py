@@ -22,6 +22,7 @@ MemoryError halfway through drawing its inputs.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import zlib
@@ -118,29 +119,36 @@ def fresh_seed() -> int:
 
 def draw_inputs(spec: TaskSpec, case: Case, seed: int, allocate: Allocate | None = None) -> dict[str, np.ndarray]:
     """Arrays for every in/inout buffer, in the buffer's dtype and shape. A buffer drawn in pieces is drawn into
-    ``allocate``'s array (its file in the input cache, written once by the drawing threads) when one is given."""
+    ``allocate``'s array (its file in the input cache, written once by the drawing threads) when one is given.
+    The pieces of every buffer are drawn side by side: matmul's two 4096² inputs are 8 pieces, which one buffer
+    after the other left on 4 threads at a time."""
     arrays: dict[str, np.ndarray] = {}
+    pieces: list[Callable[[], None]] = []
     for buf in spec.buffers:
         if buf.role == "out":
             continue
         key = [seed, zlib.crc32(case.name.encode()), zlib.crc32(buf.name.encode())]
-        arrays[buf.name] = _draw(key, buf, spec.shape_of(buf, case.sizes), allocate)
+        arrays[buf.name] = _draw(key, buf, spec.shape_of(buf, case.sizes), allocate, pieces)
+    if pieces:
+        _on_threads(lambda i: pieces[i](), len(pieces))
     return arrays
 
 
-def _draw(key: list[int], buf: BufferParam, shape: tuple[int, ...], allocate: Allocate | None) -> np.ndarray:
+def _draw(key: list[int], buf: BufferParam, shape: tuple[int, ...], allocate: Allocate | None,
+          pieces: list[Callable[[], None]]) -> np.ndarray:
+    """The buffer's array; a large one is returned empty, with the filling of each of its pieces added to ``pieces``."""
     count = math.prod(shape)
     if count <= PIECE:  # one stream, as every buffer was drawn before pieces
         return _draw_piece(np.random.default_rng(key), buf, count).reshape(shape)
     dtype = numpy_dtype(buf.dtype)
-    out = np.empty(count, dtype) if allocate is None else allocate(buf.name, shape, storage_dtype(buf.dtype))
-    out = out.reshape(-1).view(dtype)  # raw records in the file for fp8/bf16, filled as the type itself
+    array = np.empty(count, dtype) if allocate is None else allocate(buf.name, shape, storage_dtype(buf.dtype))
+    out = array.reshape(-1).view(dtype)  # raw records in the file for fp8/bf16, filled as the type itself
 
     def fill(i: int) -> None:
         piece = slice(i * PIECE, min(count, (i + 1) * PIECE))
         out[piece] = _draw_piece(np.random.default_rng([*key, i]), buf, piece.stop - piece.start)
 
-    _on_threads(fill, -(-count // PIECE))
+    pieces.extend(functools.partial(fill, i) for i in range(-(-count // PIECE)))
     return out.reshape(shape)
 
 

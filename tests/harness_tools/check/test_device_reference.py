@@ -10,7 +10,7 @@ import pytest
 
 from harness_tools.check.compare import compare
 from harness_tools.check.device_compare import device_checks_for
-from harness_tools.check.device_reference import ABS_BOUND, REL_BOUND, bfloat16_bits, form_of, from_form, reference_key, split
+from harness_tools.check.device_reference import ABS_BOUND, CHUNK, REL_BOUND, bfloat16_bits, form_of, from_form, reference_key, split
 from harness_tools.run.scratch import inputs_root
 from harness_tools.task.loading import load_task
 from harness_tools.task.spec import Tolerance
@@ -49,6 +49,22 @@ def test_a_finite_value_beyond_float32_has_no_device_form(tmp_path):
     assert split(values, "rest", tmp_path / "ref") is None
     assert not list(tmp_path.iterdir())  # nothing half-written is left
     assert split(values, "exact", tmp_path / "ref") is not None  # float64 holds it
+
+
+def test_a_reference_of_many_chunks_splits_as_one_and_any_chunk_can_refuse(tmp_path):
+    """The chunks are split side by side: every element lands where it belongs, the last (short) chunk included,
+    and a value float32 cannot hold refuses the whole form from whichever chunk it is in."""
+    values = np.resize(_values(), 2 * CHUNK + 12_345)
+    values[CHUNK - 1 : CHUNK + 2] = [1.5, -2.25, 3.0]  # across a boundary
+    paths = split(values, "rest", tmp_path / "ref")
+    assert paths is not None
+    got = from_form(np.load(paths["hi"]), np.load(paths["lo"]))
+    assert got.shape == values.shape and got[CHUNK - 1 : CHUNK + 2].tolist() == [1.5, -2.25, 3.0]
+    finite = np.isfinite(values)
+    assert np.all(np.abs(got[finite] - values[finite]) <= REL_BOUND["rest"] * np.abs(values[finite]) + ABS_BOUND["rest"])
+    values[-1] = 1e39  # in the last chunk only
+    assert split(values, "rest", tmp_path / "again") is None
+    assert not list(tmp_path.glob("again*"))
 
 
 def test_bfloat16_rounding_is_round_to_nearest_even():
