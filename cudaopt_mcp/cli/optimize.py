@@ -82,7 +82,8 @@ def run_optimize(args: argparse.Namespace) -> int:
     if not args.server:  # first: its workers start (and the first inputs are drawn) while the proposer and MCP load
         task_source = args.task or str(args.results / args.run / "task")
         local = LocalServer(args.results, args.backend, parallel if parallel > 1 or args.ray else None, args.ray,
-                            args.full_timing, ahead=(task_source, input_seed))
+                            args.full_timing, ahead=(task_source, input_seed),
+                            baseline_timing=None if args.run else (args.warmup, args.reps))
     try:
         name, why = choose(args.proposer)
         settings = ProposerSettings(model=args.model, base_url=args.base_url, request_timeout_s=args.request_timeout,

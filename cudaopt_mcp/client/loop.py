@@ -35,7 +35,7 @@ from cudaopt_mcp.api import (
     artifact_uri,
     best_export_uri,
 )
-from cudaopt_mcp.client.loop_models import LoopConfig, LoopSummary
+from cudaopt_mcp.client.loop_models import LoopConfig, LoopSummary, search_timing
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext
 from cudaopt_mcp.client.proposers import NeedsTaskParts, Proposer, ProposesAhead, ReportsUsage
 from cudaopt_mcp.client.session import Session
@@ -201,14 +201,8 @@ def _run_id(value: object) -> str:
     return value
 
 
-# While searching on a GPU, 3 + 30 launches rank configurations as well as 10 + 100 (cold-L2 medians vary by
-# well under 1 % on the H200) at a third of the timing cost; the best is confirmed with the server's full plan.
-GPU_SEARCH_TIMING = {"warmup": 3, "reps": 30}
-
-
 def _search_timing(config: LoopConfig, backend: str) -> dict[str, int]:
-    chosen = {k: v for k, v in (("warmup", config.warmup), ("reps", config.reps)) if v is not None}
-    return {**GPU_SEARCH_TIMING, **chosen} if backend == "cuda" else chosen
+    return search_timing(config.warmup, config.reps, backend)
 
 
 async def _evaluate(session: Session, run_id: str, proposal: Proposal | None, iteration: int, seed: int | None,

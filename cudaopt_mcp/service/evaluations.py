@@ -75,18 +75,23 @@ def execute_step(state: ServerState, step: Step, run_id: str, *, candidate_id: s
             cand = build_candidate(task, candidate)
             candidate_id, _ = register_candidate(state, run_id, task, cand, note, candidate.tunables)
         bounds = stop_bounds(state, run_id, candidate_id) if step == "evaluate" else {}
-    # a search step keeps only failures' outputs (service.kept_outputs): it compares small ones on the device too
-    compare_from = SEARCH_DEVICE_COMPARE_MIN_BYTES if step == "evaluate" else DEVICE_COMPARE_MIN_BYTES
     # compiling and running need no lock on the run: its other candidates evaluate meanwhile on other workers; one
     # candidate is worked on by one call at a time (its records are one set), the next waits here
     with state.claimed(run_id, candidate_id), recorded_if_cancelled(state, run_id, candidate_id, step):
+            plan = None if step == "run" else _plan(state, step, run_id, candidate_id, timing)
             out = _execute(state, step, run_id, candidate_id, task, cand, roles, progress,
-                           EvaluationConfig(seed=timing.seed, timeout_s=timing.timeout_s, roles=["validation"],
-                                            timing=None if step == "run" else _plan(state, step, run_id, candidate_id, timing),
-                                            stop_timing_above_ms=bounds, device_compare_min_bytes=compare_from))
+                           step_config(step, timing, plan, bounds))
     progress(4, 4, "done")
     out.elapsed_s = round(time.perf_counter() - started, 3)
     return out
+
+
+def step_config(step: Step, timing: TimingArgs, plan: TimingPlan | None, bounds: dict[str, float]) -> EvaluationConfig:
+    """A step's evaluation config before its roles, outputs folder and time left are known (``_execute`` adds them).
+    A search step keeps only failures' outputs (service.kept_outputs): it compares small ones on the device too."""
+    compare_from = SEARCH_DEVICE_COMPARE_MIN_BYTES if step == "evaluate" else DEVICE_COMPARE_MIN_BYTES
+    return EvaluationConfig(seed=timing.seed, timeout_s=timing.timeout_s, roles=["validation"], timing=plan,
+                            stop_timing_above_ms=bounds, device_compare_min_bytes=compare_from)
 
 
 def _plan(state: ServerState, step: Step, run_id: str, candidate_id: str, timing: TimingArgs) -> TimingPlan:

@@ -39,20 +39,24 @@ def check_hidden(state: ServerState, run_id: str, task: Task, candidate: Candida
     never the run's best. A hidden case too big for this machine is skipped, not failed, and counted out."""
     started = time.perf_counter()
     shapes = hidden_shapes(task.spec, state.backend_name)
-    runnable, too_big = _fitting(state, task, shapes)
+    runnable, too_big = fitting_shapes(state, task, shapes)
     result = None
     if runnable:
         seed = state.hidden_seeds.take(task, runnable, state.backend_name)  # fresh, its cases made ahead
-        config = EvaluationConfig(timing=None, roles=["validation"], timeout_s=timeout_s, seed=seed,
-                                  device_compare_min_bytes=HIDDEN_DEVICE_COMPARE_MIN_BYTES)
-        result = evaluate_pooled(state, hidden_task(task, runnable), candidate, config)
+        result = evaluate_pooled(state, hidden_task(task, runnable), candidate, hidden_config(seed, timeout_s))
     verdict = _verdict(runnable, too_big, result)
     _store(state, run_id, candidate_id, verdict, runnable, too_big, result)
     log.debug("hidden check of %s: %d case(s) in %.3f s", candidate_id, len(runnable), time.perf_counter() - started)
     return verdict
 
 
-def _fitting(state: ServerState, task: Task, shapes: list[HiddenShape]) -> tuple[list[HiddenShape], list[HiddenShape]]:
+def hidden_config(seed: int, timeout_s: float = HIDDEN_TIMEOUT_S) -> EvaluationConfig:
+    """How a hidden check evaluates: validation-style on ``seed``, compared like a search step."""
+    return EvaluationConfig(timing=None, roles=["validation"], timeout_s=timeout_s, seed=seed,
+                            device_compare_min_bytes=HIDDEN_DEVICE_COMPARE_MIN_BYTES)
+
+
+def fitting_shapes(state: ServerState, task: Task, shapes: list[HiddenShape]) -> tuple[list[HiddenShape], list[HiddenShape]]:
     """(cases that fit this machine, cases that do not): a hidden case the user cannot run blocks nothing."""
     device = state.device_info()
     fits, too_big = [], []

@@ -40,7 +40,7 @@ class HiddenSeeds:
     def take(self, task: Task, shapes: list[HiddenShape], backend: str) -> int:
         """The seed of a check of ``shapes`` now; the following check's seed is chosen and its cases made in a
         thread."""
-        key = _task_key(task)
+        key = task_key(task)
         following = fresh_seed()
         with self._guard:
             seed = self._next.pop(key, None)
@@ -49,14 +49,15 @@ class HiddenSeeds:
                          name="cudaopt-hidden-ahead").start()
         return seed if seed is not None else fresh_seed()
 
-    def prepare(self, task: Task, shapes: list[HiddenShape], backend: str) -> None:
-        """Choose the first check's seed and make its cases, here (a start-up's draw-ahead thread calls it)."""
-        key = _task_key(task)
+    def chosen(self, task: Task) -> int:
+        """The seed the next check of ``task`` will take, chosen now if it is not yet (a check made ahead uses it)."""
         with self._guard:
-            if key in self._next:
-                return
-            seed = self._next[key] = fresh_seed()
-        self._make(task, shapes, seed, backend)
+            return self._next.setdefault(task_key(task), fresh_seed())
+
+    def prepare(self, task: Task, shapes: list[HiddenShape], backend: str) -> None:
+        """Make the next check's cases here (a start-up's draw-ahead thread calls it), choosing its seed if it is not
+        yet; cases made already, or being made, are not made twice (the caches make a key once)."""
+        self._make(task, shapes, self.chosen(task), backend)
 
     @staticmethod
     def _make(task: Task, shapes: list[HiddenShape], seed: int, backend: str) -> None:
@@ -69,6 +70,6 @@ class HiddenSeeds:
             log.debug("the next hidden check's cases were not made ahead: %s", exc)
 
 
-def _task_key(task: Task) -> str:
+def task_key(task: Task) -> str:
     """A task as its hidden cases follow from it: its folder's content and its spec (a run's copy shares it)."""
     return f"{folder_digest(task.folder)}|{hashlib.sha256(task.spec.model_dump_json().encode()).hexdigest()}"

@@ -26,7 +26,23 @@ OnCase = Callable[[int, int, CaseResult], None]
 def evaluate_pooled(state: ServerState, task: Task, candidate: Candidate, config: EvaluationConfig,
                     on_case: OnCase | None = None, on_wait: Callable[[], None] | None = None,
                     on_start: Callable[[], None] | None = None) -> EvaluationResult:
-    """``on_wait``: called when every worker is busy, before waiting; ``on_start``: when one is leased (first try)."""
+    """``on_wait``: called when every worker is busy, before waiting; ``on_start``: when one is leased (first try).
+    An evaluation made ahead with the same key (:mod:`cudaopt_mcp.service.evaluations_ahead`) is taken instead."""
+    made = state.ahead.take(task, candidate, config)
+    if made is not None:
+        if on_start is not None:
+            on_start()
+        for index, case in enumerate(made.cases):
+            if on_case is not None:
+                on_case(index + 1, len(made.cases), case)
+        return made
+    return evaluate_on_pool(state, task, candidate, config, on_case, on_wait, on_start)
+
+
+def evaluate_on_pool(state: ServerState, task: Task, candidate: Candidate, config: EvaluationConfig,
+                     on_case: OnCase | None = None, on_wait: Callable[[], None] | None = None,
+                     on_start: Callable[[], None] | None = None) -> EvaluationResult:
+    """:func:`evaluate_pooled` without looking for an evaluation made ahead (what makes one ahead)."""
     pool = state.pool()
     lost_on: set[int] = set()
     why: str | None = None

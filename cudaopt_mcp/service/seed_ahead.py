@@ -1,5 +1,6 @@
 """The first evaluation's inputs and oracle, made while ``cudaopt optimize`` starts (harness_tools.check.seed_ahead),
-then those of the baseline's hidden-shape check (:mod:`.hidden_seeds`).
+then those of the baseline's hidden-shape check (:mod:`.hidden_seeds`); and, on a GPU, the baseline's first evaluation
+and its hidden check themselves (:func:`evaluate_ahead`, :mod:`.evaluations_ahead`).
 
 The cases are the ones a first ``evaluate`` runs: the task's default roles on this server's backend, with the
 search step's threshold for comparing on the device (service.evaluations). Only the
@@ -9,14 +10,17 @@ before anything else): a set of cases the host cannot hold is not drawn at all.
 
 from __future__ import annotations
 
+from cudaopt_mcp.service.arguments import TimingArgs
+from cudaopt_mcp.service.evaluations_ahead import evaluation_key
 from cudaopt_mcp.service.state import ServerState
-from harness_tools import Task
+from harness_tools import EvaluationResult, Task
 from harness_tools.backends.contract import DeviceInfo
 from harness_tools.check.device_compare import SEARCH_DEVICE_COMPARE_MIN_BYTES
-from harness_tools.check.hidden_shapes import hidden_shapes
+from harness_tools.check.hidden_shapes import hidden_shapes, hidden_task
 from harness_tools.check.seed_ahead import draw_ahead as draw_cases_ahead
 from harness_tools.errors import BackendError
 from harness_tools.evaluation import check_memory
+from harness_tools.task import candidate as candidates
 from harness_tools.task.spec import Case
 
 
@@ -39,3 +43,35 @@ def _fits(task: Task, cases: list[Case], backend: str) -> bool:
     except BackendError:
         return False
     return True
+
+
+def evaluate_ahead(state: ServerState, task: Task, seed: int, warmup: int | None, reps: int | None) -> None:
+    """Make the baseline's first evaluation on ``seed`` as ``evaluate`` with no candidate does it in a new run (the
+    task's default roles, a search step's plan with ``warmup`` and ``reps``, no best yet, so no early stop), then, when
+    it is clean, its hidden check on the seed chosen for it; each is kept for the step that asks for it. Call after
+    ``state.ahead.arm()``: this disarms it when done."""
+    from cudaopt_mcp.service.evaluations import step_config
+    from cudaopt_mcp.service.hidden import fitting_shapes, hidden_config
+    from cudaopt_mcp.service.pooled import evaluate_on_pool
+
+    try:
+        baseline = candidates.baseline(task)
+        plan = state.timing_plan(warmup, reps, state.config.search_budget_ms)
+        config = step_config("evaluate", TimingArgs(seed=seed, warmup=warmup, reps=reps), plan, {})
+        config = config.model_copy(update={"roles": task.spec.default_roles(state.backend_name)})
+        kept = state.ahead.make(evaluation_key(task, baseline, config),
+                                lambda folder: evaluate_on_pool(state, task, baseline,
+                                                                config.model_copy(update={"outputs_dir": folder})),
+                                clean=_scored, what="the baseline's first evaluation")
+        shapes = fitting_shapes(state, task, hidden_shapes(task.spec, state.backend_name))[0] if kept else []
+        if shapes:
+            checked, hidden = hidden_task(task, shapes), hidden_config(state.hidden_seeds.chosen(task))
+            state.ahead.make(evaluation_key(checked, baseline, hidden),
+                             lambda _folder: evaluate_on_pool(state, checked, baseline, hidden),
+                             clean=lambda r: r.correct and r.retried is None, what="the baseline's hidden check")
+    finally:
+        state.ahead.disarm()
+
+
+def _scored(result: EvaluationResult) -> bool:
+    return result.correct and result.retried is None and result.score_ms is not None

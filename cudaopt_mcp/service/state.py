@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from cudaopt_mcp.service.evaluations_ahead import EvaluationsAhead
 from cudaopt_mcp.service.hidden_seeds import HiddenSeeds
 from cudaopt_mcp.service.runs import RunStore
 from harness_tools import TimingPlan, available_backends, backend_traits, create_backend
@@ -123,6 +124,7 @@ class ServerState:
     _active: Counter[tuple[str, str]] = field(default_factory=Counter)  # calls working on each candidate
     _active_guard: threading.Condition = field(default_factory=threading.Condition)
     hidden_seeds: HiddenSeeds = field(default_factory=HiddenSeeds)  # each hidden check's seed, chosen one ahead
+    ahead: EvaluationsAhead = field(default_factory=EvaluationsAhead)  # evaluations made before they are asked for
 
     @classmethod
     def open(cls, config: ServerConfig) -> ServerState:
@@ -181,6 +183,7 @@ class ServerState:
                 log.info("closing the %s backend", self._backend_name)
                 self._pool.close(wait)
                 self._pool = None
+        self.ahead.close()
 
     # ---- defaults that depend on the backend ------------------------------------------------------
     def timing_plan(self, warmup: int | None, reps: int | None, budget_ms: float | None = None) -> TimingPlan:

@@ -4,6 +4,7 @@ needs it, with the reason, not the start."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
@@ -173,3 +174,42 @@ def test_the_baseline_hidden_checks_inputs_are_made_while_it_starts_too(tmp_path
                                                                        sizes=case["sizes"])).standard_normal(n)
                       .astype(np.float32)[0])
         assert f"{n} {first!r}" in made_ahead
+
+
+def _baseline_through_the_tools(local: LocalServer, task: str, seed: int, **timing) -> EvaluateOutput:
+    """create_run, then the baseline's evaluate as the loop asks for it (seed, search timing)."""
+    async def main() -> EvaluateOutput:
+        async with local.session() as session:
+            run = (await session.call("create_run", CreateRunOutput, task=task)).data
+            outcome = await session.call("evaluate", EvaluateOutput, run_id=run.run_id, seed=seed, note="baseline",
+                                         **timing)
+            assert not outcome.is_error, outcome.text
+            return outcome.data
+
+    try:
+        return anyio.run(main)
+    finally:
+        local.close()
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_baseline_and_its_hidden_check_are_made_ahead_and_taken(tmp_path, caplog):
+    with caplog.at_level(logging.DEBUG, logger="cudaopt.mcp"):
+        local = LocalServer(tmp_path / "results", "cuda", None, None, ahead=("vector_add", 616),
+                            baseline_timing=(None, None))
+        result = _baseline_through_the_tools(local, "vector_add", 616, warmup=3, reps=30)  # the loop's search timing
+    taken = [r.getMessage() for r in caplog.records if "taken as made ahead" in r.getMessage()]
+    assert taken == ["the baseline's first evaluation: taken as made ahead", "the baseline's hidden check: taken as made ahead"]
+    assert result.correct and result.new_best and result.seed == 616 and result.score_ms
+    hidden = read_private_record(local.state, result.run_id, result.candidate_id)
+    assert hidden["verdict"]["passed"] and hidden["evaluation"]["backend"] == "cuda"
+
+
+def test_on_the_cpu_backend_the_baseline_is_measured_when_asked(tmp_path, caplog):
+    """Its clock is the host's, which the start's imports share: nothing timed is made ahead there."""
+    with caplog.at_level(logging.DEBUG, logger="cudaopt.mcp"):
+        local = LocalServer(tmp_path / "results", "cpu", None, None, ahead=("reduce_sum", 616),
+                            baseline_timing=(None, None))
+        result = _baseline_through_the_tools(local, "reduce_sum", 616)
+    assert result.correct and result.seed == 616
+    assert not [r for r in caplog.records if "made ahead:" in r.getMessage() or "taken as made" in r.getMessage()]
