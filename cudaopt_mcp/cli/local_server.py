@@ -48,7 +48,8 @@ class LocalServer:
         threading.Thread(target=self._start_workers, name="cudaopt-workers", daemon=True).start()
         if ahead is not None:
             threading.Thread(target=self._draw_ahead, args=ahead, name="cudaopt-draw-ahead", daemon=True).start()
-        if ahead is not None and baseline_timing is not None and self._on_gpu():
+        # not with Ray: its backend is named by connecting to the cluster, which only the workers' thread may wait for
+        if ahead is not None and baseline_timing is not None and ray is None and self._on_gpu():
             self.state.ahead.arm()  # before any step can ask: a step that asks first evaluates for itself
             threading.Thread(target=self._evaluate_ahead, args=(*ahead, *baseline_timing), name="cudaopt-evaluate-ahead",
                              daemon=True).start()

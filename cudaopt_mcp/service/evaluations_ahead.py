@@ -42,6 +42,17 @@ def evaluation_key(task: Task, candidate: Candidate, config: EvaluationConfig) -
     return hashlib.sha256("\n".join([task_key(task), candidate.digest(), what]).encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class Planned:
+    """One evaluation to make ahead: its key, what it is (for the log), how to run it into an outputs folder, and
+    whether a result is clean enough to hand over."""
+
+    key: str
+    what: str
+    evaluate: Callable[[str], EvaluationResult]
+    clean: Callable[[EvaluationResult], bool]
+
+
 @dataclass
 class _Entry:
     what: str
@@ -70,21 +81,35 @@ class EvaluationsAhead:
             self._planning = max(0, self._planning - 1)
             self._forget_misses()
 
-    def make(self, key: str, evaluate: Callable[[str], EvaluationResult], clean: Callable[[EvaluationResult], bool],
-             what: str) -> bool:
-        """Run ``evaluate(outputs_dir)`` in this thread and keep its result under ``key`` if ``clean``; nothing when a
-        step asked for ``key`` before (it evaluated it itself) or another maker has it. Whether a result was kept."""
+    def make(self, chain: list[Planned]) -> int:
+        """Begin every evaluation of ``chain`` at once (a step that asks for one from now on waits for it), then run
+        them in order in this thread, each kept if clean. Each depends on the one before (a hidden check follows a
+        clean baseline): once one is not kept, the rest are dropped unrun; when a step asked for the first before
+        (it evaluated it itself) or another maker has it, none is begun. Returns how many were kept."""
         with self._guard:
-            if key in self._missed or key in self._entries:
-                return False
-            entry = self._entries[key] = _Entry(what)
+            if not chain or chain[0].key in self._missed or chain[0].key in self._entries:
+                return 0
+            begun = [(planned, self._entries.setdefault(planned.key, _Entry(planned.what))) for planned in chain
+                     if planned.key not in self._missed]
+        kept, going = 0, True
+        for planned, entry in begun:
+            if going:
+                going = self._run(planned, entry)
+                kept += going
+            else:
+                entry.done.set()  # dropped unrun: the one before was not kept
+        return kept
+
+    @staticmethod
+    def _run(planned: Planned, entry: _Entry) -> bool:
         try:
             entry.folder = Path(tempfile.mkdtemp(prefix="cudaopt-ahead-", dir=scratch_root()))
-            result = evaluate(str(entry.folder))
-            entry.result = result if clean(result) else None
-            log.debug("%s made ahead: %s", what, "kept" if entry.result else f"dropped ({result.failure or 'retried'})")
+            result = planned.evaluate(str(entry.folder))
+            entry.result = result if planned.clean(result) else None
+            log.debug("%s made ahead: %s", planned.what,
+                      "kept" if entry.result else f"dropped ({result.failure or 'retried'})")
         except Exception as exc:  # noqa: BLE001 - the step evaluates for itself, and meets this again
-            log.debug("%s was not made ahead: %s", what, exc)
+            log.debug("%s was not made ahead: %s", planned.what, exc)
         finally:
             if entry.result is None and entry.folder is not None:
                 shutil.rmtree(entry.folder, ignore_errors=True)

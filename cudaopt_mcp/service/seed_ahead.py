@@ -11,7 +11,7 @@ before anything else): a set of cases the host cannot hold is not drawn at all.
 from __future__ import annotations
 
 from cudaopt_mcp.service.arguments import TimingArgs
-from cudaopt_mcp.service.evaluations_ahead import evaluation_key
+from cudaopt_mcp.service.evaluations_ahead import Planned, evaluation_key
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import EvaluationResult, Task
 from harness_tools.backends.contract import DeviceInfo
@@ -59,16 +59,17 @@ def evaluate_ahead(state: ServerState, task: Task, seed: int, warmup: int | None
         plan = state.timing_plan(warmup, reps, state.config.search_budget_ms)
         config = step_config("evaluate", TimingArgs(seed=seed, warmup=warmup, reps=reps), plan, {})
         config = config.model_copy(update={"roles": task.spec.default_roles(state.backend_name)})
-        kept = state.ahead.make(evaluation_key(task, baseline, config),
-                                lambda folder: evaluate_on_pool(state, task, baseline,
-                                                                config.model_copy(update={"outputs_dir": folder})),
-                                clean=_scored, what="the baseline's first evaluation")
-        shapes = fitting_shapes(state, task, hidden_shapes(task.spec, state.backend_name))[0] if kept else []
+        chain = [Planned(evaluation_key(task, baseline, config), "the baseline's first evaluation",
+                         lambda folder: evaluate_on_pool(state, task, baseline,
+                                                         config.model_copy(update={"outputs_dir": folder})), _scored)]
+        # its hidden check is begun with it, so that the step's check, which follows at once, finds it begun
+        shapes = fitting_shapes(state, task, hidden_shapes(task.spec, state.backend_name))[0]
         if shapes:
             checked, hidden = hidden_task(task, shapes), hidden_config(state.hidden_seeds.chosen(task))
-            state.ahead.make(evaluation_key(checked, baseline, hidden),
-                             lambda _folder: evaluate_on_pool(state, checked, baseline, hidden),
-                             clean=lambda r: r.correct and r.retried is None, what="the baseline's hidden check")
+            chain.append(Planned(evaluation_key(checked, baseline, hidden), "the baseline's hidden check",
+                                 lambda _folder: evaluate_on_pool(state, checked, baseline, hidden),
+                                 lambda result: result.correct and result.retried is None))
+        state.ahead.make(chain)
     finally:
         state.ahead.disarm()
 

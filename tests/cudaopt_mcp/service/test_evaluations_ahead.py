@@ -12,8 +12,9 @@ import pytest
 
 from cudaopt_mcp.service import evaluations, run_creation
 from cudaopt_mcp.service.arguments import TimingArgs
-from cudaopt_mcp.service.evaluations_ahead import EvaluationsAhead, evaluation_key
+from cudaopt_mcp.service.evaluations_ahead import EvaluationsAhead, Planned, evaluation_key
 from cudaopt_mcp.service.hidden import read_private_record
+from cudaopt_mcp.service.pooled import evaluate_pooled
 from cudaopt_mcp.service.seed_ahead import draw_ahead, evaluate_ahead
 from cudaopt_mcp.service.state import ServerConfig, ServerState
 from harness_tools import EvaluationConfig, resolve_task
@@ -75,12 +76,16 @@ def test_a_key_asked_for_first_is_never_begun_and_an_unclean_result_is_never_han
     memo.arm()
     assert memo.take(task, baseline, config) is None  # asked for before it was begun: the step evaluates it
     ran = []
-    assert not memo.make(evaluation_key(task, baseline, config), lambda folder: ran.append(folder), bool, "late")
-    assert ran == []  # never begun
+    late = Planned(evaluation_key(task, baseline, config), "late", lambda folder: ran.append(folder), bool)
+    assert memo.make([late]) == 0 and ran == []  # never begun
 
     other = config.model_copy(update={"seed": 2})
-    wrong = evaluations.evaluate_pooled(state, task, baseline, other.model_copy(update={"timeout_s": 1e-3}))
+    wrong = evaluate_pooled(state, task, baseline, other.model_copy(update={"timeout_s": 1e-3}))
     assert not wrong.correct  # no time for anything: a real, failed evaluation
-    assert not memo.make(evaluation_key(task, baseline, other), lambda folder: wrong, lambda r: r.correct, "failed")
+    third = config.model_copy(update={"seed": 3})
+    chain = [Planned(evaluation_key(task, baseline, other), "failed", lambda folder: wrong, lambda r: r.correct),
+             Planned(evaluation_key(task, baseline, third), "after it", lambda folder: ran.append(folder), bool)]
+    assert memo.make(chain) == 0 and ran == []  # what follows a result that is not kept is never run
     assert memo.take(task, baseline, other) is None  # dropped: the step evaluates for itself
+    assert memo.take(task, baseline, third) is None
     memo.disarm()

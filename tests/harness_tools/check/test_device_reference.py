@@ -10,7 +10,16 @@ import pytest
 
 from harness_tools.check.compare import compare
 from harness_tools.check.device_compare import device_checks_for
-from harness_tools.check.device_reference import ABS_BOUND, CHUNK, REL_BOUND, bfloat16_bits, form_of, from_form, reference_key, split
+from harness_tools.check.device_reference import (
+    ABS_BOUND,
+    CHUNK,
+    REL_BOUND,
+    bfloat16_bits,
+    form_of,
+    from_form,
+    reference_key,
+    split,
+)
 from harness_tools.run.scratch import inputs_root
 from harness_tools.task.loading import load_task
 from harness_tools.task.spec import Tolerance
