@@ -81,27 +81,41 @@ class EvaluationsAhead:
             self._planning = max(0, self._planning - 1)
             self._forget_misses()
 
-    def make(self, chain: list[Planned]) -> int:
-        """Begin every evaluation of ``chain`` at once (a step that asks for one from now on waits for it), then run
-        them in order in this thread, each kept if clean. Each depends on the one before (a hidden check follows a
-        clean baseline): once one is not kept, the rest are dropped unrun; when a step asked for the first before
-        (it evaluated it itself) or another maker has it, none is begun. Returns how many were kept."""
+    def make(self, first: Planned, then: Callable[[], Planned | None] | None = None) -> int:
+        """Begin ``first`` (a step that asks for it from now on waits for it) and run it in this thread, kept if clean;
+        then, only when it was kept, the evaluation ``then`` plans (a hidden check follows a clean baseline). That one
+        is begun before ``first`` is handed over, so the step that asks for it next finds it begun. Nothing is begun
+        when a step asked for ``first`` before (it evaluated it itself) or another maker has it. Returns how many
+        were kept."""
+        entry = self._begin(first)
+        if entry is None:
+            return 0
+        following: tuple[Planned, _Entry] | None = None
+        try:
+            kept = self._evaluate(first, entry)
+            if kept and then is not None:
+                planned = _planned(then)
+                begun = self._begin(planned)
+                following = (planned, begun) if planned is not None and begun is not None else None
+        finally:
+            entry.done.set()
+        if following is None:
+            return int(kept)
+        try:
+            return 1 + self._evaluate(*following)
+        finally:
+            following[1].done.set()
+
+    def _begin(self, planned: Planned | None) -> _Entry | None:
         with self._guard:
-            if not chain or chain[0].key in self._missed or chain[0].key in self._entries:
-                return 0
-            begun = [(planned, self._entries.setdefault(planned.key, _Entry(planned.what))) for planned in chain
-                     if planned.key not in self._missed]
-        kept, going = 0, True
-        for planned, entry in begun:
-            if going:
-                going = self._run(planned, entry)
-                kept += going
-            else:
-                entry.done.set()  # dropped unrun: the one before was not kept
-        return kept
+            if planned is None or planned.key in self._missed or planned.key in self._entries:
+                return None
+            entry = self._entries[planned.key] = _Entry(planned.what)
+            return entry
 
     @staticmethod
-    def _run(planned: Planned, entry: _Entry) -> bool:
+    def _evaluate(planned: Planned, entry: _Entry) -> bool:
+        """Run ``planned`` into a folder of its own; keep the result if clean (the caller marks the entry done)."""
         try:
             entry.folder = Path(tempfile.mkdtemp(prefix="cudaopt-ahead-", dir=scratch_root()))
             result = planned.evaluate(str(entry.folder))
@@ -110,10 +124,8 @@ class EvaluationsAhead:
                       "kept" if entry.result else f"dropped ({result.failure or 'retried'})")
         except Exception as exc:  # noqa: BLE001 - the step evaluates for itself, and meets this again
             log.debug("%s was not made ahead: %s", planned.what, exc)
-        finally:
-            if entry.result is None and entry.folder is not None:
-                shutil.rmtree(entry.folder, ignore_errors=True)
-            entry.done.set()
+        if entry.result is None and entry.folder is not None:
+            shutil.rmtree(entry.folder, ignore_errors=True)
         return entry.result is not None
 
     def take(self, task: Task, candidate: Candidate, config: EvaluationConfig) -> EvaluationResult | None:
@@ -147,6 +159,14 @@ class EvaluationsAhead:
     def _forget_misses(self) -> None:
         if not self._planning and not self._entries:
             self._missed.clear()
+
+
+def _planned(plan: Callable[[], Planned | None]) -> Planned | None:
+    try:
+        return plan()
+    except Exception as exc:  # noqa: BLE001 - nothing follows; the step evaluates it for itself
+        log.debug("the evaluation to follow was not planned: %s", exc)
+        return None
 
 
 def _handed_over(result: EvaluationResult, folder: Path, outputs_dir: str | None) -> EvaluationResult:

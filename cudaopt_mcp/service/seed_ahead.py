@@ -59,17 +59,20 @@ def evaluate_ahead(state: ServerState, task: Task, seed: int, warmup: int | None
         plan = state.timing_plan(warmup, reps, state.config.search_budget_ms)
         config = step_config("evaluate", TimingArgs(seed=seed, warmup=warmup, reps=reps), plan, {})
         config = config.model_copy(update={"roles": task.spec.default_roles(state.backend_name)})
-        chain = [Planned(evaluation_key(task, baseline, config), "the baseline's first evaluation",
-                         lambda folder: evaluate_on_pool(state, task, baseline,
-                                                         config.model_copy(update={"outputs_dir": folder})), _scored)]
-        # its hidden check is begun with it, so that the step's check, which follows at once, finds it begun
-        shapes = fitting_shapes(state, task, hidden_shapes(task.spec, state.backend_name))[0]
-        if shapes:
+        first = Planned(evaluation_key(task, baseline, config), "the baseline's first evaluation",
+                        lambda folder: evaluate_on_pool(state, task, baseline,
+                                                        config.model_copy(update={"outputs_dir": folder})), _scored)
+
+        def hidden_check() -> Planned | None:  # planned once the worker is up: which hidden cases fit its memory
+            shapes = fitting_shapes(state, task, hidden_shapes(task.spec, state.backend_name))[0]
+            if not shapes:
+                return None
             checked, hidden = hidden_task(task, shapes), hidden_config(state.hidden_seeds.chosen(task))
-            chain.append(Planned(evaluation_key(checked, baseline, hidden), "the baseline's hidden check",
-                                 lambda _folder: evaluate_on_pool(state, checked, baseline, hidden),
-                                 lambda result: result.correct and result.retried is None))
-        state.ahead.make(chain)
+            return Planned(evaluation_key(checked, baseline, hidden), "the baseline's hidden check",
+                           lambda _folder: evaluate_on_pool(state, checked, baseline, hidden),
+                           lambda result: result.correct and result.retried is None)
+
+        state.ahead.make(first, hidden_check)
     finally:
         state.ahead.disarm()
 

@@ -177,10 +177,12 @@ def test_the_baseline_hidden_checks_inputs_are_made_while_it_starts_too(tmp_path
 
 
 def _baseline_through_the_tools(local: LocalServer, task: str, seed: int, **timing) -> EvaluateOutput:
-    """create_run, then the baseline's evaluate as the loop asks for it (seed, search timing)."""
+    """create_run, then the baseline's evaluate as the loop asks for it (seed, search timing), once the first cases
+    are drawn (by then anything made ahead has begun: in optimize the MCP side's imports give it that time)."""
     async def main() -> EvaluateOutput:
         async with local.session() as session:
             run = (await session.call("create_run", CreateRunOutput, task=task)).data
+            _wait_for(lambda: local.drawn is not None)
             outcome = await session.call("evaluate", EvaluateOutput, run_id=run.run_id, seed=seed, note="baseline",
                                          **timing)
             assert not outcome.is_error, outcome.text

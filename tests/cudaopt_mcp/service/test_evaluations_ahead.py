@@ -77,15 +77,15 @@ def test_a_key_asked_for_first_is_never_begun_and_an_unclean_result_is_never_han
     assert memo.take(task, baseline, config) is None  # asked for before it was begun: the step evaluates it
     ran = []
     late = Planned(evaluation_key(task, baseline, config), "late", lambda folder: ran.append(folder), bool)
-    assert memo.make([late]) == 0 and ran == []  # never begun
+    assert memo.make(late) == 0 and ran == []  # never begun
 
     other = config.model_copy(update={"seed": 2})
     wrong = evaluate_pooled(state, task, baseline, other.model_copy(update={"timeout_s": 1e-3}))
     assert not wrong.correct  # no time for anything: a real, failed evaluation
     third = config.model_copy(update={"seed": 3})
-    chain = [Planned(evaluation_key(task, baseline, other), "failed", lambda folder: wrong, lambda r: r.correct),
-             Planned(evaluation_key(task, baseline, third), "after it", lambda folder: ran.append(folder), bool)]
-    assert memo.make(chain) == 0 and ran == []  # what follows a result that is not kept is never run
+    failed = Planned(evaluation_key(task, baseline, other), "failed", lambda folder: wrong, lambda r: r.correct)
+    after = Planned(evaluation_key(task, baseline, third), "after it", lambda folder: ran.append(folder), bool)
+    assert memo.make(failed, lambda: after) == 0 and ran == []  # what follows a result not kept is never run
     assert memo.take(task, baseline, other) is None  # dropped: the step evaluates for itself
     assert memo.take(task, baseline, third) is None
     memo.disarm()
