@@ -197,9 +197,9 @@ def _baseline_through_the_tools(local: LocalServer, task: str, seed: int, **timi
 @pytest.mark.gpu
 def test_on_a_gpu_the_baseline_and_its_hidden_check_are_made_ahead_and_taken(tmp_path, caplog):
     with caplog.at_level(logging.DEBUG, logger="cudaopt.mcp"):
-        local = LocalServer(tmp_path / "results", "cuda", None, None, ahead=("vector_add", 616),
+        local = LocalServer(tmp_path / "results", "cuda", None, None, ahead=("reduce_sum", 616),
                             baseline_timing=(None, None))
-        result = _baseline_through_the_tools(local, "vector_add", 616, warmup=3, reps=30)  # the loop's search timing
+        result = _baseline_through_the_tools(local, "reduce_sum", 616, warmup=3, reps=30)  # the loop's search timing
     taken = [r.getMessage() for r in caplog.records if "taken as made ahead" in r.getMessage()]
     assert taken == ["the baseline's first evaluation: taken as made ahead", "the baseline's hidden check: taken as made ahead"]
     assert result.correct and result.new_best and result.seed == 616 and result.score_ms
