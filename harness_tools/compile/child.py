@@ -28,10 +28,11 @@ EXECUTOR = "harness_tools.compile.child:NvrtcExecutor"
 def compiler_jail() -> JailSpec:
     """NVRTC's jail: the CUDA headers read-only, nothing writable but its private /tmp. One BLAS thread: NumPy
     comes in with our task models, and OpenBLAS reserves buffers per core at its import, which on a 16-core host
-    took the whole of a 512 MB limit (the child died before its first compile)."""
+    took the whole of a 512 MB limit (the child died before its first compile). NVRTC is a library (ptxas
+    included): the child starts no process, so none may start (a source that subverts the compiler gets no fork)."""
     include = cuda_include_dir()
     return JailSpec(purpose="nvrtc", read_only=(include,) if include else (), env={"OPENBLAS_NUM_THREADS": "1"},
-                    limits=Limits(address_space=MEMORY_MB << 20, processes=64))
+                    limits=Limits(address_space=MEMORY_MB << 20, processes=64), spawns=False)
 
 
 class NvrtcExecutor:

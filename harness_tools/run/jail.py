@@ -69,22 +69,42 @@ _DENIED_SYSCALLS = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev":
                     "io_uring_register": 427}
 
 
-def seccomp_program() -> bytes | None:
+# For a program that starts no other process (JailSpec.spawns False): fork and vfork fail, clone fails unless it
+# makes a thread (CLONE_THREAD in its flags), and clone3, whose flags a filter cannot read, says it does not exist,
+# so the C library makes its threads with clone instead. Then no process limit is needed at all: as root without a
+# cgroup (the GPU host's microVM) neither pids.max nor RLIMIT_NPROC can bound a fork bomb.
+_FORK, _VFORK, _CLONE, _CLONE3 = 57, 58, 56, 435
+_CLONE_THREAD = 0x00010000
+_LD_NR, _LD_ARCH, _LD_ARG0 = (0x20, 4 * 0), (0x20, 4), (0x20, 16)  # BPF_LD|W|ABS of seccomp_data's fields
+_ALLOW, _EPERM, _ENOSYS, _KILL = 0x7FFF0000, 0x00050001, 0x00050026, 0x80000000
+
+
+def seccomp_program(spawns: bool = True) -> bytes | None:
     """A classic-BPF seccomp filter: the syscalls above fail with EPERM, x32 calls too, a foreign
-    architecture is killed; None off x86-64 (no filter there yet)."""
+    architecture is killed; with ``spawns`` False, no new process either (threads still). None off x86-64 (no
+    filter there yet)."""
     import platform
     import struct
 
     if platform.machine() != "x86_64":
         return None
-    denied = sorted(_DENIED_SYSCALLS.values())
-    errno_at = 5 + len(denied) + 1  # index of the final "return EPERM"
-    ins = [(0x20, 0, 0, 4), (0x15, 1, 0, 0xC000003E), (0x06, 0, 0, 0x80000000), (0x20, 0, 0, 0),
-           (0x35, errno_at - 5, 0, 0x40000000)]
-    for nr in denied:
-        ins.append((0x15, errno_at - (len(ins) + 1), 0, nr))
-    ins += [(0x06, 0, 0, 0x7FFF0000), (0x06, 0, 0, 0x00050001)]
-    return b"".join(struct.pack("<HBBI", *i) for i in ins)
+    # (code, jump-if-true label, jump-if-false label, k); labels name the returns at the end, None is the next one
+    ins: list[tuple[int, str | None, str | None, int]] = [
+        (*_LD_ARCH[:1], None, None, _LD_ARCH[1]), (0x15, "arch ok", None, 0xC000003E), (0x06, None, None, _KILL),
+        (*_LD_NR[:1], None, None, _LD_NR[1]), (0x35, "eperm", None, 0x40000000)]  # x32 calls: refused
+    ins += [(0x15, "eperm", None, nr) for nr in sorted(_DENIED_SYSCALLS.values())]
+    if not spawns:
+        ins += [(0x15, "eperm", None, _FORK), (0x15, "eperm", None, _VFORK), (0x15, "enosys", None, _CLONE3),
+                (0x15, None, "allow", _CLONE), (*_LD_ARG0[:1], None, None, _LD_ARG0[1]),
+                (0x45, "allow", "eperm", _CLONE_THREAD)]
+    at = {"arch ok": 3, "allow": len(ins), "eperm": len(ins) + 1, "enosys": len(ins) + 2}
+    ins += [(0x06, None, None, _ALLOW), (0x06, None, None, _EPERM)] + ([] if spawns else [(0x06, None, None, _ENOSYS)])
+
+    def offset(pc: int, label: str | None) -> int:
+        return 0 if label is None else at[label] - pc - 1
+
+    return b"".join(struct.pack("<HBBI", code, offset(pc, jt), offset(pc, jf), k)
+                    for pc, (code, jt, jf, k) in enumerate(ins))
 
 
 class JailStatus(BaseModel):
@@ -112,6 +132,7 @@ class JailSpec:
     gpu: bool = False
     limits: Limits = field(default_factory=Limits)
     env: dict[str, str] = field(default_factory=dict)
+    spawns: bool = True  # False: the program starts no other process (threads still); see seccomp_program
 
     def with_paths(self, read_only=(), writable=()) -> "JailSpec":
         return replace(self, read_only=(*self.read_only, *map(str, read_only)),
@@ -182,6 +203,8 @@ def _probe(current: str) -> JailStatus:
         why = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
         return off(f"bubblewrap at {binary} cannot make a jail here: {why}")
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
+    if program is not None:  # the filter is applied here: the processes that need no other refuse to start any
+        procs += "; the compiler and the cpu worker start none"
     return JailStatus(active=True, mode=current, mechanism=version or "bubblewrap", process_limit=procs,
                       detail="no network, no host files but the interpreter, packages and scratch folders, "
                              "no other processes, minimal environment")
@@ -234,7 +257,7 @@ def popen(argv: list[str], spec: JailSpec, beside_probe: bool = False, **kwargs)
 def _started(argv: list[str], spec: JailSpec, jailed: bool, given: dict) -> subprocess.Popen:
     kwargs = dict(given)  # a second start gets the caller's own arguments, not this one's filter
     cwd = kwargs.get("cwd")
-    program = seccomp_program() if jailed else None
+    program = seccomp_program(spec.spawns) if jailed else None
     filter_fd = _memfd(program) if program else None
     if filter_fd is not None:
         kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), filter_fd)

@@ -35,11 +35,12 @@ CPU_TIMING_NOTE = ("cpu backend: timings are CPU wall clock and rank CPU executi
 
 def worker_jail() -> JailSpec:
     """The cpu worker runs native candidate code: it reads the runtime and built kernels, reads the inputs,
-    and writes only the scratch folder."""
+    and writes only the scratch folder. It starts no other process (threads only): a candidate's fork fails, where
+    a process limit may not exist (root without a cgroup)."""
     runtime = runtime_library()  # built here, before any jail: the worker cannot write the cache
     return JailSpec(purpose="cpu worker",
                     read_only=(str(runtime.parent), str(kernel_cache()), str(inputs_root()), *compiler_home()),
-                    writable=(str(scratch_root()),), env={"CUDAOPT_CPU_RUNTIME": str(runtime)},
+                    writable=(str(scratch_root()),), env={"CUDAOPT_CPU_RUNTIME": str(runtime)}, spawns=False,
                     limits=Limits(address_space=memory_limit(), processes=64 + 2 * (os.cpu_count() or 1)))
 
 

@@ -114,6 +114,37 @@ def test_the_process_count_is_bounded():
     assert code == 0 and int(out.strip()) < 20
 
 
+def test_a_program_that_spawns_nothing_starts_no_process_but_makes_threads():
+    """spawns=False (the cpu worker): fork, vfork-style spawns (subprocess) and a raw clone without CLONE_THREAD
+    fail with EPERM, whatever process limit the host can set; Python threads and BLAS threads still start."""
+    probe = textwrap.dedent("""
+        import ctypes, errno, os, subprocess, threading
+        import numpy as np
+        said = []
+        for name, start in (("fork", os.fork), ("spawn", lambda: subprocess.run(["/bin/true"]))):
+            try:
+                if start() == 0:
+                    os._exit(0)
+                said.append(name + " ran")
+            except OSError as exc:
+                said.append(name + " " + errno.errorcode[exc.errno])
+        libc = ctypes.CDLL(None, use_errno=True)
+        rc = libc.syscall(56, 17, None, None, None, None)  # clone(SIGCHLD): a plain new process
+        if rc == 0:
+            os._exit(0)
+        said.append("clone " + (errno.errorcode[ctypes.get_errno()] if rc < 0 else "ran"))
+        done = []
+        worker = threading.Thread(target=lambda: done.append(float(np.ones((256, 256)) @ np.ones(256) @ np.ones(256))))
+        worker.start(); worker.join()
+        print(" ".join(said), "thread", done)
+    """)
+    code, out, err = jail.run([sys.executable, "-P", "-c", probe], JailSpec(purpose="t", spawns=False), 60)
+    assert code == 0, err
+    assert out.split() == ["fork", "EPERM", "spawn", "EPERM", "clone", "EPERM", "thread", "[65536.0]"], out
+    code, out, err = jail.run([sys.executable, "-P", "-c", probe], JailSpec(purpose="t"), 60)
+    assert code == 0 and out.split()[:6] == ["fork", "ran", "spawn", "ran", "clone", "ran"], (out, err)
+
+
 def test_a_jailed_process_dies_with_its_parent_even_when_a_short_lived_thread_started_it(tmp_path):
     # PDEATHSIG follows the thread that forked: the jail starts everything from one long-lived thread
     marker = tmp_path / "pid"
