@@ -21,7 +21,7 @@ def tables(rows: dict) -> str:
                  else None for p in o}
         lines.append(f"| {ex} | {o['cold'].get('configs', o['warm'].get('configs', '-'))} | {fmt(o['cold'].get('s_per_config'))} "
                      f"| {fmt(o['warm'].get('s_per_config'))} | {fmt(k['cold'].get('s_per_config'))} | "
-                     f"{fmt(k['warm'].get('s_per_config'))} | {fmt(ratio['cold'])} | {fmt(ratio['warm'])} | "
+                     f"{fmt(k['warm'].get('s_per_config'))} | {fmt(ratio['cold'], '.3f')} | {fmt(ratio['warm'], '.3f')} | "
                      f"{fmt(o['cold'].get('s_per_config_no_baseline'))} | {fmt(o['warm'].get('s_per_config_no_baseline'))} | "
                      f"{fmt(k['cold'].get('tune_s_per_config'))} | {fmt(k['warm'].get('tune_s_per_config'))} |")
     lines += ["", "per-stage medians per configuration, ms (cudaopt: evaluation overhead, compile from compile.json "
