@@ -39,6 +39,7 @@ from pydantic import BaseModel
 from harness_tools.errors import BackendUnavailable
 from harness_tools.run import cancellation
 from harness_tools.run.jail_limits import Limits, cgroup_available, cgroup_for, spawn_thread_popen
+from harness_tools.run.jail_seccomp import seccomp_program
 
 ENGINE_DIR = Path(__file__).resolve().parents[1]  # the harness_tools package
 MODE_ENV = "CUDAOPT_JAIL"
@@ -54,57 +55,6 @@ _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime",
               "/etc/passwd", "/etc/group", "/etc/nsswitch.conf")
 _GPU_DIRS = ("/usr/local/cuda", "/usr/local/nvidia", "/opt/nvidia", "/run/nvidia-persistenced")
-
-
-# Syscalls a jailed process never needs and an attacker wants (x86-64 numbers): tracing or reading other
-# processes (a candidate could stop the jail's init and wedge its parent), kernel keyrings, BPF, module and
-# kexec loading, mounts and new namespaces, io_uring (its operations bypass this filter), handle-based opens.
-_DENIED_SYSCALLS = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "keyctl": 250,
-                    "add_key": 248, "request_key": 249, "bpf": 321, "userfaultfd": 323, "kexec_load": 246,
-                    "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
-                    "open_by_handle_at": 304, "name_to_handle_at": 303, "mount": 165, "umount2": 166,
-                    "pivot_root": 155, "chroot": 161, "swapon": 167, "swapoff": 168, "reboot": 169, "syslog": 103,
-                    "acct": 163, "unshare": 272, "setns": 308, "open_tree": 428, "move_mount": 429, "fsopen": 430,
-                    "fsconfig": 431, "fsmount": 432, "fspick": 433, "io_uring_setup": 425, "io_uring_enter": 426,
-                    "io_uring_register": 427}
-
-
-# For a program that starts no other process (JailSpec.spawns False): fork and vfork fail, clone fails unless it
-# makes a thread (CLONE_THREAD in its flags), and clone3, whose flags a filter cannot read, says it does not exist,
-# so the C library makes its threads with clone instead. Then no process limit is needed at all: as root without a
-# cgroup (the GPU host's microVM) neither pids.max nor RLIMIT_NPROC can bound a fork bomb.
-_FORK, _VFORK, _CLONE, _CLONE3 = 57, 58, 56, 435
-_CLONE_THREAD = 0x00010000
-_LD_NR, _LD_ARCH, _LD_ARG0 = (0x20, 4 * 0), (0x20, 4), (0x20, 16)  # BPF_LD|W|ABS of seccomp_data's fields
-_ALLOW, _EPERM, _ENOSYS, _KILL = 0x7FFF0000, 0x00050001, 0x00050026, 0x80000000
-
-
-def seccomp_program(spawns: bool = True) -> bytes | None:
-    """A classic-BPF seccomp filter: the syscalls above fail with EPERM, x32 calls too, a foreign
-    architecture is killed; with ``spawns`` False, no new process either (threads still). None off x86-64 (no
-    filter there yet)."""
-    import platform
-    import struct
-
-    if platform.machine() != "x86_64":
-        return None
-    # (code, jump-if-true label, jump-if-false label, k); labels name the returns at the end, None is the next one
-    ins: list[tuple[int, str | None, str | None, int]] = [
-        (*_LD_ARCH[:1], None, None, _LD_ARCH[1]), (0x15, "arch ok", None, 0xC000003E), (0x06, None, None, _KILL),
-        (*_LD_NR[:1], None, None, _LD_NR[1]), (0x35, "eperm", None, 0x40000000)]  # x32 calls: refused
-    ins += [(0x15, "eperm", None, nr) for nr in sorted(_DENIED_SYSCALLS.values())]
-    if not spawns:
-        ins += [(0x15, "eperm", None, _FORK), (0x15, "eperm", None, _VFORK), (0x15, "enosys", None, _CLONE3),
-                (0x15, None, "allow", _CLONE), (*_LD_ARG0[:1], None, None, _LD_ARG0[1]),
-                (0x45, "allow", "eperm", _CLONE_THREAD)]
-    at = {"arch ok": 3, "allow": len(ins), "eperm": len(ins) + 1, "enosys": len(ins) + 2}
-    ins += [(0x06, None, None, _ALLOW), (0x06, None, None, _EPERM)] + ([] if spawns else [(0x06, None, None, _ENOSYS)])
-
-    def offset(pc: int, label: str | None) -> int:
-        return 0 if label is None else at[label] - pc - 1
-
-    return b"".join(struct.pack("<HBBI", code, offset(pc, jt), offset(pc, jf), k)
-                    for pc, (code, jt, jf, k) in enumerate(ins))
 
 
 class JailStatus(BaseModel):
@@ -132,7 +82,7 @@ class JailSpec:
     gpu: bool = False
     limits: Limits = field(default_factory=Limits)
     env: dict[str, str] = field(default_factory=dict)
-    spawns: bool = True  # False: the program starts no other process (threads still); see seccomp_program
+    spawns: bool = True  # False: the program starts no other process (threads still); see run.jail_seccomp
 
     def with_paths(self, read_only=(), writable=()) -> "JailSpec":
         return replace(self, read_only=(*self.read_only, *map(str, read_only)),
