@@ -61,7 +61,7 @@ def evaluate_ahead(state: ServerState, task: Task, seed: int, warmup: int | None
         config = config.model_copy(update={"roles": task.spec.default_roles(state.backend_name)})
         first = Planned(evaluation_key(task, baseline, config), "the baseline's first evaluation",
                         lambda folder: evaluate_on_pool(state, task, baseline,
-                                                        config.model_copy(update={"outputs_dir": folder})), _scored)
+                                                        config.model_copy(update={"outputs_dir": folder})), _clean)
 
         def hidden_check() -> Planned | None:  # planned once the worker is up: which hidden cases fit its memory
             shapes = fitting_shapes(state, task, hidden_shapes(task.spec, state.backend_name))[0]
@@ -69,13 +69,14 @@ def evaluate_ahead(state: ServerState, task: Task, seed: int, warmup: int | None
                 return None
             checked, hidden = hidden_task(task, shapes), hidden_config(state.hidden_seeds.chosen(task))
             return Planned(evaluation_key(checked, baseline, hidden), "the baseline's hidden check",
-                           lambda _folder: evaluate_on_pool(state, checked, baseline, hidden),
-                           lambda result: result.correct and result.retried is None)
+                           lambda _folder: evaluate_on_pool(state, checked, baseline, hidden), _clean)
 
         state.ahead.make(first, hidden_check)
     finally:
         state.ahead.disarm()
 
 
-def _scored(result: EvaluationResult) -> bool:
-    return result.correct and result.retried is None and result.score_ms is not None
+def _clean(result: EvaluationResult) -> bool:
+    """Handed over only when correct and measured on the worker it began on (a task with no performance case has
+    no score, and is clean all the same)."""
+    return result.correct and result.retried is None

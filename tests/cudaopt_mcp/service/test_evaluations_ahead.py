@@ -19,6 +19,7 @@ from cudaopt_mcp.service.seed_ahead import draw_ahead, evaluate_ahead
 from cudaopt_mcp.service.state import ServerConfig, ServerState
 from harness_tools import EvaluationConfig, resolve_task
 from harness_tools.task import candidate as candidates
+from tests.cudaopt_mcp.service.test_hidden import write_task
 
 TASK = "reduce_sum"
 SEED = 4242
@@ -55,6 +56,20 @@ def test_the_baseline_and_its_hidden_check_are_taken_as_made_ahead_with_their_ou
             assert (folder / path).is_file() and (folder / path).stat().st_size > 0
     hidden = read_private_record(state, run_id, out.candidate_id)
     assert hidden["verdict"]["passed"] and hidden["evaluation"]["correct"]
+
+
+def test_a_task_with_no_performance_case_is_taken_too(state, tmp_path, caplog):
+    """Its baseline has no score, and is clean all the same: the step takes it rather than evaluating twice."""
+    folder = write_task(tmp_path / "scale")
+    task = resolve_task(folder)
+    draw_ahead(state, task, SEED)
+    state.ahead.arm()
+    evaluate_ahead(state, task, SEED, None, None)
+    run_id = run_creation.create_run(state, str(folder), None, None, None).run_id
+    with caplog.at_level(logging.DEBUG, logger="cudaopt.mcp"):
+        out = evaluations.execute_step(state, "evaluate", run_id, note="baseline", timing=TimingArgs(seed=SEED))
+    assert out.correct and out.score_ms is None
+    assert [r for r in caplog.records if r.getMessage() == "the baseline's first evaluation: taken as made ahead"]
 
 
 def test_a_step_that_differs_evaluates_for_itself_and_the_result_made_ahead_is_not_used(state, caplog):
