@@ -145,8 +145,14 @@ class EvaluationsAhead:
             cancellation.checkpoint()  # a cancelled step stops waiting; the evaluation ahead finishes and is dropped
         if entry.result is None or entry.folder is None:
             return None
+        try:
+            result = _handed_over(entry.result, entry.folder, config.outputs_dir)
+        except OSError as exc:  # its outputs could not be moved: the step evaluates for itself
+            shutil.rmtree(entry.folder, ignore_errors=True)
+            log.debug("%s was made ahead but not handed over: %s", entry.what, exc)
+            return None
         log.debug("%s: taken as made ahead", entry.what)
-        return _handed_over(entry.result, entry.folder, config.outputs_dir)
+        return result
 
     def close(self) -> None:
         """Drop whatever was made ahead and never taken (its outputs' folders)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -103,4 +104,26 @@ def test_a_key_asked_for_first_is_never_begun_and_an_unclean_result_is_never_han
     assert memo.make(failed, lambda: after) == 0 and ran == []  # what follows a result not kept is never run
     assert memo.take(task, baseline, other) is None  # dropped: the step evaluates for itself
     assert memo.take(task, baseline, third) is None
+    memo.disarm()
+
+
+def test_outputs_that_cannot_be_moved_leave_the_step_to_evaluate_for_itself(state, tmp_path):
+    task = resolve_task(TASK)
+    baseline = candidates.baseline(task)
+    config = EvaluationConfig(seed=5, roles=["validation"], timing=None)
+    memo = EvaluationsAhead()
+    memo.arm()
+    made: list[str] = []
+
+    def evaluate(folder: str):
+        made.append(folder)
+        return evaluate_pooled(state, task, baseline, config.model_copy(update={"outputs_dir": folder}))
+
+    assert memo.make(Planned(evaluation_key(task, baseline, config), "blocked", evaluate, lambda r: r.correct)) == 1
+    case = task.spec.cases_for(["validation"], "cpu")[0].name
+    step_dir = tmp_path / "step"
+    (step_dir / case).mkdir(parents=True)
+    (step_dir / case / "not-empty").write_text("x")  # a case folder the move cannot replace
+    assert memo.take(task, baseline, config.model_copy(update={"outputs_dir": str(step_dir)})) is None
+    assert not any(Path(f).exists() for f in made)  # what was made ahead is gone, not left half-moved
     memo.disarm()
