@@ -116,7 +116,8 @@ def test_the_process_count_is_bounded():
 
 def test_a_program_that_spawns_nothing_starts_no_process_but_makes_threads():
     """spawns=False (the cpu worker): fork, vfork-style spawns (subprocess) and a raw clone without CLONE_THREAD
-    fail with EPERM, whatever process limit the host can set; Python threads and BLAS threads still start."""
+    fail with EPERM, a raw clone3 (whose flags the filter cannot read) with ENOSYS, whatever process limit the host
+    can set; Python threads and BLAS threads still start."""
     probe = textwrap.dedent("""
         import ctypes, errno, os, subprocess, threading
         import numpy as np
@@ -133,6 +134,11 @@ def test_a_program_that_spawns_nothing_starts_no_process_but_makes_threads():
         if rc == 0:
             os._exit(0)
         said.append("clone " + (errno.errorcode[ctypes.get_errno()] if rc < 0 else "ran"))
+        args = (ctypes.c_uint64 * 8)(0, 0, 0, 0, 17, 0, 0, 0)  # clone_args: no flags, exit_signal SIGCHLD
+        rc = libc.syscall(435, ctypes.byref(args), ctypes.c_size_t(64))  # clone3: a plain new process
+        if rc == 0:
+            os._exit(0)
+        said.append("clone3 " + (errno.errorcode[ctypes.get_errno()] if rc < 0 else "ran"))
         done = []
         worker = threading.Thread(target=lambda: done.append(float(np.ones((256, 256)) @ np.ones(256) @ np.ones(256))))
         worker.start(); worker.join()
@@ -140,9 +146,10 @@ def test_a_program_that_spawns_nothing_starts_no_process_but_makes_threads():
     """)
     code, out, err = jail.run([sys.executable, "-P", "-c", probe], JailSpec(purpose="t", spawns=False), 60)
     assert code == 0, err
-    assert out.split() == ["fork", "EPERM", "spawn", "EPERM", "clone", "EPERM", "thread", "[65536.0]"], out
+    assert out.split() == ["fork", "EPERM", "spawn", "EPERM", "clone", "EPERM", "clone3", "ENOSYS", "thread",
+                           "[65536.0]"], out
     code, out, err = jail.run([sys.executable, "-P", "-c", probe], JailSpec(purpose="t"), 60)
-    assert code == 0 and out.split()[:6] == ["fork", "ran", "spawn", "ran", "clone", "ran"], (out, err)
+    assert code == 0 and out.split()[:8] == ["fork", "ran", "spawn", "ran", "clone", "ran", "clone3", "ran"], (out, err)
 
 
 def test_a_jailed_process_dies_with_its_parent_even_when_a_short_lived_thread_started_it(tmp_path):
