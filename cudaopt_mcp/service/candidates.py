@@ -94,19 +94,22 @@ def compile_stored(state: ServerState, run_id: str, candidate_id: str, cand: Can
     return result
 
 
-def compile_for_task(state: ServerState, task: Task, cand: Candidate, timeout_s: float | None = None) -> CompileResult:
-    """NVRTC for this server's GPU; needs no lock (the compile cache is shared by threads and processes)."""
+def compile_for_task(state: ServerState, task: Task, cand: Candidate, timeout_s: float | None = None,
+                     urgent: bool = True) -> CompileResult:
+    """NVRTC for this server's GPU; needs no lock (the compile cache is shared by threads and processes).
+    ``urgent=False``: the compile step, which a client calls ahead of the evaluation (an evaluation's compiles, and
+    a hidden check's, get a compiler child first)."""
     arch = state.device_info().arch
     if task.spec.size_defines:  # every case's compile at once (an evaluation then finds them all); the first's is the answer
         compiled = compile_variants(cand, task, task.spec.cases_for(["validation", "performance"], state.backend_name),
-                                    arch, timeout_s)
+                                    arch, timeout_s, urgent)
         if compiled:
             return compiled[0]
     try:  # a task with per-case size_defines: the compile its first case gets
         cand = candidates.for_case(cand, task, task.spec.cases[0].sizes)
     except CandidateError:
         pass  # the candidate sets a define the task sets per case: evaluating it says so
-    return compile_candidate(cand, arch, timeout_s=timeout_s)
+    return compile_candidate(cand, arch, timeout_s=timeout_s, urgent=urgent)
 
 
 def record_compile(state: ServerState, run_id: str, candidate_id: str, result: CompileResult) -> None:
@@ -124,7 +127,7 @@ def compile_step(state: ServerState, run_id: str, args: CandidateArgs, note: str
     with state.working(run_id, candidate_id):
         # NVRTC outside the run's lock, which an evaluation holds throughout: a client compiles its next candidate
         # while the current one runs, and that evaluation then finds the cubin in the cache
-        result = compile_for_task(state, task, cand)
+        result = compile_for_task(state, task, cand, urgent=False)
         with state.store.locked(run_id):
             record_compile(state, run_id, candidate_id, result)
     return compile_output(run_id, candidate_id, result, reused)

@@ -33,10 +33,11 @@ def case_variants(candidate: Candidate, task: Task, cases: list[Case]) -> list[C
 
 
 def compile_variants(candidate: Candidate, task: Task, cases: list[Case], arch: str,
-                     timeout_s: float | None = None) -> list[CompileResult]:
-    """Compile every variant of ``cases`` in parallel (results in case order; cached ones return at once)."""
+                     timeout_s: float | None = None, urgent: bool = True) -> list[CompileResult]:
+    """Compile every variant of ``cases`` in parallel (results in case order; cached ones return at once);
+    ``urgent=False`` for compiles ahead (:func:`~harness_tools.compile.program.compile_candidate`)."""
     variants = case_variants(candidate, task, cases)
     if len(variants) <= 1:
-        return [compile_candidate(v, arch, timeout_s=timeout_s) for v in variants]
+        return [compile_candidate(v, arch, timeout_s=timeout_s, urgent=urgent) for v in variants]
     with ThreadPoolExecutor(min(len(variants), compile_workers()), thread_name_prefix="cudaopt-variants") as threads:
-        return list(threads.map(lambda v: compile_candidate(v, arch, timeout_s=timeout_s), variants))
+        return list(threads.map(lambda v: compile_candidate(v, arch, timeout_s=timeout_s, urgent=urgent), variants))

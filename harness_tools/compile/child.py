@@ -56,15 +56,30 @@ class NvrtcExecutor:
         return {**result.model_dump(), "full_log": result.full_log, "cubin": result.cubin}
 
 
+class Ticket:
+    """A compile's place in the queue for a child. An urgent one (an evaluation's, a hidden check's: something waits
+    on it now) takes the next free child before any that is not (the loop's compiles ahead); a waiter may make a
+    queued compile urgent (:meth:`_CompileService.hurry`) when it turns out to be waiting on it."""
+
+    __slots__ = ("urgent",)
+
+    def __init__(self, urgent: bool = True):
+        self.urgent = urgent
+
+
 class _CompileService:
     """Up to ``CUDAOPT_COMPILE_WORKERS`` compiler children (default: the host's cores, at most 8), started as
-    compiles run at once: the loop compiles the next candidates while the GPU times the current one."""
+    compiles run at once: the loop compiles the next candidates while the GPU times the current one. When every
+    child is busy, an urgent compile (:class:`Ticket`) gets the next free one: on a cold H100 run of matmul, a new
+    best's hidden-size compile waited behind the compiles made ahead for later candidates (0.46-0.60 s checks
+    against 0.02 s warm)."""
 
     def __init__(self):
         self._free = threading.Condition()
         self._idle: list[Worker] = []
         self._started = 0
         self._starting = 0  # started ahead, not ready yet: a compile waits for one rather than start another
+        self._queued: list[Ticket] = []  # compiles waiting for a child
 
     @staticmethod
     def capacity() -> int:
@@ -73,9 +88,9 @@ class _CompileService:
         except ValueError:
             return max(1, min(8, os.cpu_count() or 1))
 
-    def compile(self, payload: dict, timeout_s: float) -> tuple[dict | None, str | None]:
+    def compile(self, payload: dict, timeout_s: float, ticket: Ticket | None = None) -> tuple[dict | None, str | None]:
         """(result dict, None) or (None, why the compiler process failed)."""
-        worker = self._take()
+        worker = self._take(ticket or Ticket())
         try:
             return worker.call("compile", payload, timeout_s), None
         except WorkerTimeout:
@@ -87,16 +102,33 @@ class _CompileService:
         finally:
             with self._free:  # a killed child restarts on its next call
                 self._idle.append(worker)
-                self._free.notify()
+                self._free.notify_all()  # all: the first woken may have to let an urgent compile go first
 
-    def _take(self) -> Worker:
+    def _take(self, ticket: Ticket) -> Worker:
         with self._free:
-            while not self._idle and (self._started >= self.capacity() or self._starting):
-                self._free.wait()
+            self._queued.append(ticket)
+            try:
+                while not self._may_take(ticket):
+                    self._free.wait()
+            finally:
+                self._queued.remove(ticket)
+                self._free.notify_all()  # one that only waited for this urgent compile to go first may go now
             if self._idle:
                 return self._idle.pop()
             self._started += 1
         return Worker(EXECUTOR, spec=compiler_jail())
+
+    def _may_take(self, ticket: Ticket) -> bool:
+        """A child is free (or may be started) and no urgent compile waits, unless this is one."""
+        free = bool(self._idle) or (self._started < self.capacity() and not self._starting)
+        return free and (ticket.urgent or not any(t.urgent for t in self._queued))
+
+    def hurry(self, ticket: Ticket) -> None:
+        """Make a compile urgent, queued or running: something now waits on it."""
+        with self._free:
+            if not ticket.urgent:
+                ticket.urgent = True
+                self._free.notify_all()
 
     def start_ahead(self, count: int) -> list[threading.Thread]:
         """Start up to ``count`` children now, each in a thread (a jailed interpreter's start, 0.6-1.0 s on the H200

@@ -14,7 +14,7 @@ import re
 import threading
 
 from harness_tools.compile import disk_cache
-from harness_tools.compile.child import DEFAULT_TIMEOUT_S, SERVICE
+from harness_tools.compile.child import DEFAULT_TIMEOUT_S, SERVICE, Ticket
 from harness_tools.compile.header_names import clash_note
 from harness_tools.compile.headers import HEADERS
 from harness_tools.compile.nvrtc import PROGRAM_NAME, CompileResult, cap_log, cuda_include_dir, nvrtc_version
@@ -24,15 +24,18 @@ from harness_tools.task.include_guard import CUDA_HEADERS, GuardVerdict, check_s
 _CACHE: dict[str, CompileResult] = {}
 _CACHE_LOCK = threading.Lock()
 _CACHE_MAX = 256
+_IN_FLIGHT: dict[str, _Claim] = {}  # keys being compiled now
 # The engine's own headers are part of every program: a change to them changes every key.
 _HEADERS_DIGEST = hashlib.sha256(json.dumps(HEADERS, sort_keys=True).encode()).hexdigest()
 
 
-def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None = None) -> CompileResult:
+def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None = None, urgent: bool = True
+                      ) -> CompileResult:
     """Compile ``candidate`` to a cubin for ``arch`` (e.g. ``sm_90``); never raises for bad source.
 
     NVRTC runs in a child process (:mod:`harness_tools.compile.child`): a compile that hangs past
     ``timeout_s`` (default 60 s, ``CUDAOPT_COMPILE_TIMEOUT_S``) or crashes the compiler is an error result.
+    ``urgent=False``: a compile ahead, which nothing waits on yet; urgent ones get a compiler child first.
     """
     if not re.fullmatch(r"sm_\d{2,3}[a-z]?", arch):
         raise ValueError(f"arch must look like sm_90, got {arch!r}")
@@ -46,18 +49,53 @@ def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None =
     kernels = candidate.kernel_names()
     key = hashlib.sha256("\0".join([version, _HEADERS_DIGEST, arch, *kernels, "", verdict.source, *options]).encode()
                          ).hexdigest()
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-    if hit is None:
+    hit, claim = _cached_or_claim(key, urgent)
+    if claim is None:
+        return hit.model_copy(update={"cached": True})
+    try:
         hit = disk_cache.load(key)  # another process compiled it (a restart, the CLI, an earlier run)
         if hit is not None:
             _remember(key, hit)
-    if hit is not None:
-        return hit.model_copy(update={"cached": True})
+            return hit.model_copy(update={"cached": True})
+        return _compile_claimed(key, candidate, verdict.source, options, kernels, version, timeout_s, claim.ticket)
+    finally:
+        with _CACHE_LOCK:
+            _IN_FLIGHT.pop(key, None)
+        claim.done.set()
+
+
+class _Claim:
+    """A key's compile under way: its place in the compilers' queue, and the event its waiters wait on."""
+
+    def __init__(self, urgent: bool):
+        self.ticket, self.done = Ticket(urgent), threading.Event()
+
+
+def _cached_or_claim(key: str, urgent: bool) -> tuple[CompileResult, None] | tuple[None, _Claim]:
+    """(the result in memory, None), or (None, a claim): this caller now compiles the key and sets ``claim.done`` when
+    it is done. A compile of the same key already under way is waited for, not run twice beside it (the loop
+    compiles its next candidates ahead, and an evaluation that came before such a compile was done used to start
+    its own), and made urgent when this caller is."""
+    while True:
+        with _CACHE_LOCK:
+            hit = _CACHE.get(key)
+            if hit is not None:
+                return hit, None
+            running = _IN_FLIGHT.get(key)
+            if running is None:
+                claim = _IN_FLIGHT[key] = _Claim(urgent)
+                return None, claim
+        if urgent:
+            SERVICE.hurry(running.ticket)
+        running.done.wait()  # the owner's compile is bounded by its timeout, and its event is set however it ends
+
+
+def _compile_claimed(key: str, candidate: Candidate, source: str, options: list[str], kernels: list[str],
+                     version: str, timeout_s: float | None, ticket: Ticket) -> CompileResult:
     target = options[0].split("=", 1)[1]  # the --gpu-architecture _options chose (sm_90a with --arch-specific)
-    result, cacheable = _run_isolated(verdict.source, options, target, kernels, version, timeout_s)
+    result, cacheable = _run_isolated(source, options, target, kernels, version, timeout_s, ticket)
     result = _refuse_shadowed_defines(result, candidate)
-    note = clash_note(verdict.source, candidate.defines) if not result.ok and candidate.defines else ""
+    note = clash_note(source, candidate.defines) if not result.ok and candidate.defines else ""
     if note:
         result = result.model_copy(update={"log": cap_log(result.log + note)[0], "full_log": result.full_log + note})
     if not cacheable:  # the compiler was killed or crashed: another try may behave differently
@@ -82,9 +120,9 @@ def _remember(key: str, result: CompileResult) -> None:
 
 
 def _run_isolated(source: str, options: list[str], arch: str, kernels: list[str], version: str,
-                  timeout_s: float | None) -> tuple[CompileResult, bool]:
+                  timeout_s: float | None, ticket: Ticket) -> tuple[CompileResult, bool]:
     payload = {"source": source, "options": options, "arch": arch, "kernels": kernels, "version": version}
-    raw, failure = SERVICE.compile(payload, timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
+    raw, failure = SERVICE.compile(payload, timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S, ticket)
     if failure is not None:
         return CompileResult(ok=False, status="error", arch=arch, kernel_name=kernels[0], log=failure, full_log=failure,
                              compile_ms=0.0, nvrtc_version=version), False
