@@ -36,6 +36,12 @@ class HiddenSeeds:
     def __init__(self) -> None:
         self._next: dict[str, int] = {}
         self._guard = threading.Lock()
+        self._closed = False  # the server is ending: a draw still under way may fail as its folders go
+
+    def close(self) -> None:
+        """The server closes: a check's cases still being made may fail from now on (their scratch folder is removed
+        at exit) and say nothing, since no check will need them."""
+        self._closed = True
 
     def take(self, task: Task, shapes: list[HiddenShape], backend: str) -> int:
         """The seed of a check of ``shapes`` now; the following check's seed is chosen and its cases made in a
@@ -59,15 +65,15 @@ class HiddenSeeds:
         yet; cases made already, or being made, are not made twice (the caches make a key once)."""
         self._make(task, shapes, self.chosen(task), backend)
 
-    @staticmethod
-    def _make(task: Task, shapes: list[HiddenShape], seed: int, backend: str) -> None:
+    def _make(self, task: Task, shapes: list[HiddenShape], seed: int, backend: str) -> None:
         if not shapes:
             return
         try:
             draw_ahead(hidden_task(task, shapes), [s.case for s in shapes], seed, backend,
                        device_compare_min_bytes=HIDDEN_DEVICE_COMPARE_MIN_BYTES)
         except Exception as exc:  # noqa: BLE001 - the check itself makes them again, and reports what fails
-            log.debug("the next hidden check's cases were not made ahead: %s", exc)
+            if not self._closed:  # at the end of every `cudaopt -vv optimize`, this was a "No such file" line
+                log.debug("the next hidden check's cases were not made ahead: %s", exc)
 
 
 def task_key(task: Task) -> str:

@@ -184,6 +184,7 @@ class ServerState:
                 self._pool.close(wait)
                 self._pool = None
         self.ahead.close()
+        self.hidden_seeds.close()
 
     # ---- defaults that depend on the backend ------------------------------------------------------
     def timing_plan(self, warmup: int | None, reps: int | None, budget_ms: float | None = None) -> TimingPlan:
