@@ -49,15 +49,19 @@ def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None =
     kernels = candidate.kernel_names()
     key = hashlib.sha256("\0".join([version, _HEADERS_DIGEST, arch, *kernels, "", verdict.source, *options]).encode()
                          ).hexdigest()
-    hit, claim = _cached_or_claim(key, urgent)
+    wait_s = timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S
+    hit, claim = _cached_or_claim(key, urgent, wait_s)
     if claim is None:
-        return hit.model_copy(update={"cached": True})
+        return hit if hit is not None else _waited_too_long(arch, candidate.kernel_name, version, wait_s)
     try:
         hit = disk_cache.load(key)  # another process compiled it (a restart, the CLI, an earlier run)
         if hit is not None:
             _remember(key, hit)
-            return hit.model_copy(update={"cached": True})
-        return _compile_claimed(key, candidate, verdict.source, options, kernels, version, timeout_s, claim.ticket)
+            claim.result = hit.model_copy(update={"cached": True})
+        else:
+            claim.result = _compile_claimed(key, candidate, verdict.source, options, kernels, version, timeout_s,
+                                            claim.ticket)
+        return claim.result
     finally:
         with _CACHE_LOCK:
             _IN_FLIGHT.pop(key, None)
@@ -65,29 +69,41 @@ def compile_candidate(candidate: Candidate, arch: str, timeout_s: float | None =
 
 
 class _Claim:
-    """A key's compile under way: its place in the compilers' queue, and the event its waiters wait on."""
+    """A key's compile under way: its place in the compilers' queue, the event its waiters wait on, and its result
+    (which the waiters take, a failure too: a compile that hung for one caller would hang for the next)."""
 
     def __init__(self, urgent: bool):
         self.ticket, self.done = Ticket(urgent), threading.Event()
+        self.result: CompileResult | None = None
 
 
-def _cached_or_claim(key: str, urgent: bool) -> tuple[CompileResult, None] | tuple[None, _Claim]:
-    """(the result in memory, None), or (None, a claim): this caller now compiles the key and sets ``claim.done`` when
-    it is done. A compile of the same key already under way is waited for, not run twice beside it (the loop
-    compiles its next candidates ahead, and an evaluation that came before such a compile was done used to start
-    its own), and made urgent when this caller is."""
+def _cached_or_claim(key: str, urgent: bool, wait_s: float) -> tuple[CompileResult | None, _Claim | None]:
+    """(a result, None), or (None, a claim): this caller now compiles the key and sets ``claim.done`` when it is
+    done; (None, None) when another caller's compile of it outlasted ``wait_s``. A compile of the same key already
+    under way is waited for, not run twice beside it (the loop compiles its next candidates ahead, and an evaluation
+    that came before such a compile was done used to start its own), and made urgent when this caller is."""
     while True:
         with _CACHE_LOCK:
             hit = _CACHE.get(key)
             if hit is not None:
-                return hit, None
+                return hit.model_copy(update={"cached": True}), None
             running = _IN_FLIGHT.get(key)
             if running is None:
                 claim = _IN_FLIGHT[key] = _Claim(urgent)
                 return None, claim
         if urgent:
             SERVICE.hurry(running.ticket)
-        running.done.wait()  # the owner's compile is bounded by its timeout, and its event is set however it ends
+        if not running.done.wait(wait_s):
+            return None, None
+        if running.result is not None:  # else its owner raised: this caller tries, and meets the same
+            return running.result.model_copy(update={"cached": True}), None
+
+
+def _waited_too_long(arch: str, kernel_name: str, version: str, wait_s: float) -> CompileResult:
+    log = (f"NVRTC did not finish within {wait_s:g} s: the same compile, asked for earlier (a compile made ahead), "
+           "was still running")
+    return CompileResult(ok=False, status="error", arch=arch, kernel_name=kernel_name, log=log, full_log=log,
+                         compile_ms=wait_s * 1000.0, nvrtc_version=version)
 
 
 def _compile_claimed(key: str, candidate: Candidate, source: str, options: list[str], kernels: list[str],

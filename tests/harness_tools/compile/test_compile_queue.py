@@ -103,3 +103,43 @@ def test_waiting_on_a_compile_made_ahead_makes_it_urgent(one_child):
     after = [name for name in compiles.finished if name != "slow"]
     assert set(after[:2]) == {"wanted ahead", "wanted now"}, compiles.finished
     assert compiles.results["wanted now"].cached and not compiles.results["wanted ahead"].cached
+
+
+def test_an_asker_waits_for_the_compile_under_way_no_longer_than_its_own_timeout(monkeypatch):
+    monkeypatch.setenv("CUDAOPT_COMPILE_WORKERS", "2")
+    service = _CompileService()
+    monkeypatch.setattr(program, "SERVICE", service)
+    try:
+        slow = _slow()
+        compiles = Compiles()
+        compiles.start("ahead", slow, urgent=False)
+        time.sleep(0.3)
+        started = time.monotonic()
+        hurried = compile_candidate(slow, "sm_90", timeout_s=0.5)  # an evaluation with little time left
+        assert time.monotonic() - started < 5.0
+        assert not hurried.ok and "still running" in hurried.log
+        compiles.join()  # the compile made ahead finishes, and is kept
+        assert not compiles.results["ahead"].cached and compile_candidate(slow, "sm_90").cached
+    finally:
+        service.close()
+
+
+def test_askers_of_a_compile_that_was_stopped_take_its_failure_rather_than_run_it_again(monkeypatch):
+    monkeypatch.setenv("CUDAOPT_COMPILE_WORKERS", "2")
+    service = _CompileService()
+    monkeypatch.setattr(program, "SERVICE", service)
+    try:
+        hanging = _slow()  # seconds of NVRTC: stopped at 0.5 s, as a source that hangs the compiler would be
+        failures: dict[str, object] = {}
+        first = threading.Thread(target=lambda: failures.setdefault("first", compile_candidate(hanging, "sm_90", timeout_s=0.5)))
+        first.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        second = compile_candidate(hanging, "sm_90", timeout_s=60.0)
+        waited = time.monotonic() - started
+        first.join(timeout=60)
+        assert not failures["first"].ok and "did not finish within 0.5 s" in failures["first"].log
+        assert not second.ok and second.log == failures["first"].log
+        assert waited < 3.0  # the first's stop, not a second compile of seconds
+    finally:
+        service.close()
