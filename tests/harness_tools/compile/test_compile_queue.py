@@ -36,6 +36,12 @@ def _slow() -> Candidate:
     return Candidate(source=slow_source(9, time.monotonic_ns()), kernel_name="k", launch=LAUNCH)
 
 
+def _ahead() -> Candidate:
+    """A compile made ahead: a few tenths of a second, far longer than a finished compile's caller takes to return
+    (so the order in which compiles finish is the order in which they got the child, even on a loaded host)."""
+    return Candidate(source=slow_source(7, time.monotonic_ns()), kernel_name="k", launch=LAUNCH)
+
+
 class Compiles:
     """Compiles started in threads; the order in which they finished, and their results."""
 
@@ -81,7 +87,7 @@ def test_an_urgent_compile_takes_the_child_before_the_compiles_made_ahead(one_ch
     compiles.start("slow", _slow(), urgent=True)  # holds the only child for seconds
     time.sleep(1.0)
     for i in range(5):
-        compiles.start(f"ahead{i}", _small(), urgent=False)
+        compiles.start(f"ahead{i}", _ahead(), urgent=False)
     time.sleep(0.3)
     compiles.start("urgent", _small(), urgent=True)  # queued last, goes first
     compiles.join()
@@ -94,7 +100,7 @@ def test_waiting_on_a_compile_made_ahead_makes_it_urgent(one_child):
     compiles.start("slow", _slow(), urgent=True)
     time.sleep(1.0)
     for i in range(5):
-        compiles.start(f"ahead{i}", _small(), urgent=False)
+        compiles.start(f"ahead{i}", _ahead(), urgent=False)
     wanted = _small()
     compiles.start("wanted ahead", wanted, urgent=False)  # queued behind three others made ahead
     time.sleep(0.3)
