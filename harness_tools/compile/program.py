@@ -100,10 +100,14 @@ def _cached_or_claim(key: str, urgent: bool, wait_s: float) -> tuple[CompileResu
 
 
 def _waited_too_long(arch: str, kernel_name: str, version: str, wait_s: float) -> CompileResult:
-    log = (f"NVRTC did not finish within {wait_s:g} s: the same compile, asked for earlier (a compile made ahead), "
-           "was still running")
+    return _failed(arch, kernel_name, version, f"NVRTC did not finish within {wait_s:g} s: the same compile, asked "
+                   "for earlier by another step, was still running", wait_s * 1000.0)
+
+
+def _failed(arch: str, kernel_name: str, version: str, log: str, compile_ms: float = 0.0) -> CompileResult:
+    """An error result whose log is the whole story (no compiler output to filter)."""
     return CompileResult(ok=False, status="error", arch=arch, kernel_name=kernel_name, log=log, full_log=log,
-                         compile_ms=wait_s * 1000.0, nvrtc_version=version)
+                         compile_ms=compile_ms, nvrtc_version=version)
 
 
 def _compile_claimed(key: str, candidate: Candidate, source: str, options: list[str], kernels: list[str],
@@ -140,8 +144,7 @@ def _run_isolated(source: str, options: list[str], arch: str, kernels: list[str]
     payload = {"source": source, "options": options, "arch": arch, "kernels": kernels, "version": version}
     raw, failure = SERVICE.compile(payload, timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S, ticket)
     if failure is not None:
-        return CompileResult(ok=False, status="error", arch=arch, kernel_name=kernels[0], log=failure, full_log=failure,
-                             compile_ms=0.0, nvrtc_version=version), False
+        return _failed(arch, kernels[0], version, failure), False
     return CompileResult.model_validate(raw), True
 
 
