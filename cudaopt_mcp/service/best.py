@@ -218,7 +218,7 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
                       baseline_score_ms=base[0] if base else None,
                       baseline_reps=baseline_config.timing.reps if third and base and baseline_config.timing else None,
                       warmup=config.timing.warmup if config.timing else None,
-                      reps=config.timing.reps * ROUNDS if config.timing else None, rounds=ROUNDS, rounds_won=won)
+                      reps=min(map(len, samples[offered.candidate_id].values())), rounds=ROUNDS, rounds_won=won)
 
 
 def _pooled(cases: dict[str, list[float]]) -> tuple[float, Interval]:

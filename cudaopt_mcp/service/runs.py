@@ -75,8 +75,9 @@ class BestRecord(BaseModel):
     baseline_score_ms: float | None = Field(None, description="the baseline, timed in the same head-to-head")
     baseline_reps: int | None = Field(None, description="timed launches per case behind baseline_score_ms (its one "
                                       "round; fewer than reps for a slow baseline: baseline_round_plan)")
-    warmup: int | None = None
-    reps: int | None = Field(None, description="timed launches per case behind score_ms (pooled)")
+    warmup: int | None = Field(None, description="the plan's warm-up launches per round (a slow kernel's, under the "
+                               "search's budget, are fewer: its case timings say how many)")
+    reps: int | None = Field(None, description="timed launches per case behind score_ms (pooled; the fewest of its cases)")
     rounds: int | None = Field(None, description="head-to-head rounds (the order reversed each round)")
     rounds_won: int | None = Field(None, description="rounds in which the challenger's score beat the incumbent's")
 

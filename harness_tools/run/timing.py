@@ -3,7 +3,7 @@
 Method (:func:`measure`), on one stream:
 
 1. ``warmup`` launches, each preceded by an L2 flush, so module load, lazy allocation and clock
-   ramp-up stay out of the numbers;
+   ramp-up stay out of the numbers (under a time budget, fewer for a slow kernel: :func:`budgeted_warmup`);
 2. ``reps`` timed launches: flush L2 (on a GPU, a read of a zeroed buffer at least twice the L2 size,
    *outside* the event pair), record the start event, launch, record the stop event;
 3. one synchronisation at the end, then every event pair's elapsed time is read.
@@ -16,7 +16,10 @@ fewer samples; nothing that could be faster is cut short.
 A time budget (``budget_ms``, e.g. a search step's): after the first :data:`LOOK_EVERY` timed launches the samples
 so far are read, and the count is cut to what fits the budget at their median, never below
 :data:`MIN_BUDGET_REPS`. A slow kernel's median then rests on fewer samples (its interval says how sure); a fast
-kernel's plan is untouched. Both stops are recorded with the planned count.
+kernel's plan is untouched. Both stops are recorded with the planned count. The warm-up is cut the same way, to
+about :data:`WARMUP_SHARE` of the budget at the first warm-up launch's time, never below :data:`MIN_WARMUP`: ramping
+clocks up is a matter of milliseconds of work, not of a count of launches, and ten warm-up launches of matmul's 26 ms
+baseline were 0.26 s of each head-to-head it took part in (the warm-up actually made is recorded).
 
 Each launch thus starts with a cold L2 holding only clean lines. (A memset flush would leave dirty lines
 whose write-back lands inside the timed kernel: ~10 µs per launch on an H200, which Nsight Compute's own
@@ -30,7 +33,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -38,6 +41,8 @@ from harness_tools.run.statistics import Interval, median_interval
 
 LOOK_EVERY = 5  # timed launches between looks when stopping early: 5 is the fewest whose range is a 94 % interval
 MIN_BUDGET_REPS = 10  # a budget never cuts a case to fewer timed launches: a median with a 98 % interval of 8 ranks
+WARMUP_SHARE = 0.2  # under a budget, warm-up launches take about this share of it ...
+MIN_WARMUP = 2  # ... but never fewer than two: the first pays what only a first launch pays, the second runs warm
 
 
 class TimingPlan(BaseModel):
@@ -67,6 +72,8 @@ class TimingStats(BaseModel):
     planned_reps: int | None = Field(None, description="the plan's timed launches, when timing stopped early")
     budget_ms: float | None = Field(None, description="timing stopped after n of planned_reps launches: at their "
                                     "median, more would have taken over this plan's budget")
+    warmup: int | None = Field(None, description="warm-up launches made before the timed ones (under a budget, "
+                               "a slow kernel's are fewer than the plan's)")
 
 
 class DeviceTimer(Protocol):
@@ -80,11 +87,13 @@ class DeviceTimer(Protocol):
         """Synchronise, then return the elapsed time of pairs 0..count-1."""
 
 
-def measure(timer: DeviceTimer, plan: TimingPlan) -> list[float]:
-    for _ in range(plan.warmup):
-        if plan.flush_l2:
-            timer.flush_l2()
-        timer.launch()
+class Measured(NamedTuple):
+    samples_ms: list[float]
+    warmup: int  # warm-up launches made
+
+
+def measure(timer: DeviceTimer, plan: TimingPlan) -> Measured:
+    warmup = warm_up(timer, plan)
     target, done, seen = plan.reps, 0, []
     while done < target:
         if plan.flush_l2:
@@ -96,7 +105,33 @@ def measure(timer: DeviceTimer, plan: TimingPlan) -> list[float]:
         if look_due(done, target, plan):
             seen = timer.elapsed_ms(done)
             target = reps_after_look(seen, plan)
-    return seen if len(seen) == done else timer.elapsed_ms(done)
+    return Measured(seen if len(seen) == done else timer.elapsed_ms(done), warmup)
+
+
+def warm_up(timer: DeviceTimer, plan: TimingPlan) -> int:
+    """The plan's warm-up launches, returning how many were made. Under a budget the first is timed (event pair 0,
+    which the timed launches reuse) to size the rest (:func:`budgeted_warmup`)."""
+    made, count = 0, plan.warmup
+    while made < count:
+        if plan.flush_l2:
+            timer.flush_l2()
+        sized = made == 0 and plan.budget_ms is not None
+        if sized:
+            timer.record(0, 0)
+        timer.launch()
+        if sized:
+            timer.record(0, 1)
+            count = budgeted_warmup(timer.elapsed_ms(1)[0], plan)
+        made += 1
+    return made
+
+
+def budgeted_warmup(first_ms: float, plan: TimingPlan) -> int:
+    """How many warm-up launches in all, the first having taken ``first_ms``: the plan's, cut under a budget to
+    about :data:`WARMUP_SHARE` of it, never below :data:`MIN_WARMUP`."""
+    if plan.budget_ms is None or first_ms <= 0:
+        return plan.warmup
+    return min(plan.warmup, max(MIN_WARMUP, math.ceil(WARMUP_SHARE * plan.budget_ms / first_ms)))
 
 
 def look_due(done: int, target: int, plan: TimingPlan) -> bool:
@@ -128,8 +163,10 @@ def clearly_above(samples_ms: Sequence[float], plan: TimingPlan) -> bool:
     return plan.stop_above_ms is not None and median_interval(samples_ms).low_ms > plan.stop_above_ms
 
 
-def summarize(samples_ms: Sequence[float], clock: str = "cuda-events", plan: TimingPlan | None = None) -> TimingStats:
-    """The statistics of ``samples_ms``; with the ``plan`` they were timed by, whether it stopped early."""
+def summarize(samples_ms: Sequence[float], clock: str = "cuda-events", plan: TimingPlan | None = None,
+              warmup: int | None = None) -> TimingStats:
+    """The statistics of ``samples_ms``; with the ``plan`` they were timed by, whether it stopped early; with
+    ``warmup``, the warm-up launches made before them."""
     if not samples_ms:
         raise ValueError("no timing samples")
     data = sorted(float(s) for s in samples_ms)
@@ -153,6 +190,7 @@ def summarize(samples_ms: Sequence[float], clock: str = "cuda-events", plan: Tim
         stopped_above_ms=plan.stop_above_ms if above and plan is not None else None,
         planned_reps=plan.reps if cut and plan is not None else None,
         budget_ms=budget,
+        warmup=warmup,
     )
 
 

@@ -35,7 +35,7 @@ from harness_tools.backends.contract import (
 from harness_tools.backends.cpu.build import runtime_library
 from harness_tools.backends.cpu.translate import needs_fibers
 from harness_tools.backends.kernel_args import argument_array
-from harness_tools.run.timing import look_due, reps_after_look, summarize
+from harness_tools.run.timing import budgeted_warmup, look_due, reps_after_look, summarize
 from harness_tools.task.dtypes import numpy_dtype, storable
 
 OK, KERNEL_ERROR, OUT_OF_BOUNDS, CRASH, BAD_LAUNCH = range(5)
@@ -128,19 +128,22 @@ class CpuExecutor:
         if request.timing is not None and not run.overruns:
             samples: list[float] = []
             begin = time.perf_counter()
-            warmup, target = request.timing.warmup, request.timing.reps
+            plan, warmed = request.timing, 0
+            warmup, target = plan.warmup, plan.reps
             while len(samples) < target:
                 t0 = time.perf_counter()
                 code = launch_all()
                 if code != OK:
                     return self._failure(code, error.value.decode(errors="replace"), run)
-                if warmup:
-                    warmup -= 1
+                if warmed < warmup:
+                    if warmed == 0:  # the first sizes the rest under a budget, as on a GPU
+                        warmup = budgeted_warmup((time.perf_counter() - t0) * 1e3, plan)
+                    warmed += 1
                     continue
                 samples.append((time.perf_counter() - t0) * 1e3)
-                if look_due(len(samples), target, request.timing):
-                    target = reps_after_look(samples, request.timing)
-            run.timing = summarize(samples, clock="cpu-wall-clock", plan=request.timing)
+                if look_due(len(samples), target, plan):
+                    target = reps_after_look(samples, plan)
+            run.timing = summarize(samples, clock="cpu-wall-clock", plan=plan, warmup=warmed)
             run.time_ms = (time.perf_counter() - begin) * 1e3
         return run
 

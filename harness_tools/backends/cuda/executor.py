@@ -120,7 +120,7 @@ class CudaExecutor:
         return self._median_ms(self.kernels.launch_empty, FLOOR_PLAN)
 
     def _median_ms(self, launch: Callable[[], None], plan: TimingPlan) -> float:
-        return statistics.median(measure(_EventTimer(self, launch, plan.reps), plan))
+        return statistics.median(measure(_EventTimer(self, launch, plan.reps), plan).samples_ms)
 
     def _peaks(self) -> Peaks:
         """The device's measured copy bandwidth and FP32 throughput (:mod:`.peaks`), None each where they could
@@ -208,7 +208,8 @@ class CudaExecutor:
             if request.timing is not None:
                 start = time.perf_counter()
                 timer = _EventTimer(self, launch_all, request.timing.reps)
-                run.timing = summarize(measure(timer, request.timing), plan=request.timing)
+                samples, warmup = measure(timer, request.timing)
+                run.timing = summarize(samples, plan=request.timing, warmup=warmup)
                 run.time_ms = (time.perf_counter() - start) * 1e3
         except CudaFailure as failure:
             run.status = "launch_error"

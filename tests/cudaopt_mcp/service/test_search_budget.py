@@ -9,7 +9,7 @@ import pytest
 from cudaopt_mcp.service import evaluations, run_creation
 from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
 from cudaopt_mcp.service.state import ServerConfig, ServerState, search_shortcuts
-from harness_tools.run.timing import MIN_BUDGET_REPS
+from harness_tools.run.timing import MIN_BUDGET_REPS, MIN_WARMUP
 
 FAST = {"BLOCK": 256, "ITEMS": 2, "GRID_THREADS": 65536, "CS": 0}
 TIMING = TimingArgs(timeout_s=300, reps=20)
@@ -47,6 +47,20 @@ def test_a_search_step_times_a_slow_kernel_for_the_budget_and_says_so(state):
     best = state.store.best(run_id)
     again = evaluations.execute_step(state, "evaluate", run_id, candidate_id=best.candidate_id, timing=TIMING)
     assert all(c.reps == 20 and c.timing_cut is None for c in _perf(again))  # the best, re-measured, in full
+
+
+def _warmups(state, run_id, out, record="evaluation.json") -> list[int]:
+    stored = state.store.read_json(run_id, out.candidate_id, record)
+    return [c["timing"]["warmup"] for c in stored["cases"] if c["role"] == "performance"]
+
+
+def test_a_search_step_cuts_a_slow_kernels_warm_up_too_and_records_it(state):
+    run_id = run_creation.create_run(state, "reduce_sum", None, None, None).run_id
+    plan = TimingArgs(timeout_s=300, reps=20, warmup=MIN_WARMUP + 4)
+    first = evaluations.execute_step(state, "evaluate", run_id, timing=plan)
+    assert first.correct and _warmups(state, run_id, first) == [MIN_WARMUP]
+    timed = evaluations.execute_step(state, "time", run_id, candidate_id=first.candidate_id, timing=plan)
+    assert _warmups(state, run_id, timed, "timing.json") == [MIN_WARMUP + 4]  # no budget: the plan's warm-up
 
 
 def test_a_plan_under_the_floor_and_full_timing_are_never_cut(state, tmp_path):
