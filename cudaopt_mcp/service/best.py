@@ -9,9 +9,10 @@ A scored, fully validated result from the run's own backend is *offered*; it bec
 3. unless its whole interval lies below the best's by the backend's ``sure_gain`` (cuda: a quarter, seven times
    the drift measured between evaluations of identical code; cpu: never), a head-to-head re-measurement confirms
    it: the best (and the baseline, when it is another candidate) and the challenger are timed again in rounds
-   whose order reverses (I C, C I, I C), on the same input seed with the same plan; the challenger must win every
-   round and its pooled interval again lie below the best's by ``min_gain``. Drift between evaluations (clocks, a
-   neighbour on the GPU) then hits both sides.
+   whose order reverses (I C, C I, I C), on the same input seed, each round with a third of the plan
+   (:func:`round_plan`: the rounds pooled time about as many launches as one evaluation); the challenger must win
+   every round and its pooled interval again lie below the best's by ``min_gain``. Drift between evaluations
+   (clocks, a neighbour on the GPU) then hits both sides.
 
 The stored best number is that head-to-head measurement, with its interval, the incumbent it beat and the
 baseline measured beside it (so "speed-up vs baseline" compares like with like). The baseline, when it is a third
@@ -40,7 +41,7 @@ from cudaopt_mcp.service.state import ServerState
 from harness_tools import EvaluationConfig, EvaluationResult, backend_traits, evaluate
 from harness_tools.run.scratch import scratch_dir
 from harness_tools.run.statistics import Interval, clearly_faster, median_interval, score_interval
-from harness_tools.run.timing import TimingPlan, geomean
+from harness_tools.run.timing import MIN_BUDGET_REPS, TimingPlan, geomean
 from harness_tools.task.candidate import Candidate
 from harness_tools.task.spec import Task
 
@@ -181,6 +182,8 @@ def _head_to_head(state: ServerState, run_id: str, task: Task, cand: Candidate, 
         contenders[baseline_id] = load_candidate(state, run_id, baseline_id)
     config = offered.config.model_copy(update={"seed": offered.result.seed, "roles": ["performance"], "outputs_dir": None,
                                                "timeout_s": HEAD_TO_HEAD_TIMEOUT_S, "stop_timing_above_ms": {}})
+    if config.timing is not None:
+        config = config.model_copy(update={"timing": round_plan(config.timing)})
     third = baseline is not None and baseline_id not in (best.candidate_id, offered.candidate_id)
     baseline_config = config
     if third and baseline is not None and config.timing is not None:
@@ -225,6 +228,16 @@ def _pooled(cases: dict[str, list[float]]) -> tuple[float, Interval]:
     """(score, interval) from each case's pooled samples: the geometric mean of their medians."""
     return (geomean([statistics.median(s) for s in cases.values()]),
             score_interval([median_interval(s) for s in cases.values()]))
+
+
+def round_plan(plan: TimingPlan) -> TimingPlan:
+    """One head-to-head round's plan: a third of ``plan``'s timed launches and of its budget, never fewer launches
+    than :data:`MIN_BUDGET_REPS` (nor more than the plan's). Three full plans per contender made a fast kernel's
+    head-to-head time 300 launches of each where one evaluation times 100; the pooled interval decides as well on
+    one evaluation's worth, and the rounds are there for the drift, not for more samples."""
+    reps = min(plan.reps, max(MIN_BUDGET_REPS, math.ceil(plan.reps / ROUNDS)))
+    budget = plan.budget_ms / ROUNDS if plan.budget_ms is not None else None
+    return plan.model_copy(update={"reps": reps, "budget_ms": budget})
 
 
 def baseline_round_plan(plan: TimingPlan, baseline_ms: float | None) -> TimingPlan:

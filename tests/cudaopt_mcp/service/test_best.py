@@ -8,9 +8,9 @@ import pytest
 
 from cudaopt_mcp.service import evaluations, run_creation
 from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
-from cudaopt_mcp.service.best import BASELINE_ROUND_MS, MIN_BASELINE_REPS, baseline_round_plan
+from cudaopt_mcp.service.best import BASELINE_ROUND_MS, MIN_BASELINE_REPS, ROUNDS, baseline_round_plan, round_plan
 from cudaopt_mcp.service.state import ServerConfig, ServerState
-from harness_tools.run.timing import TimingPlan
+from harness_tools.run.timing import MIN_BUDGET_REPS, TimingPlan
 
 FAST = {"BLOCK": 256, "ITEMS": 2, "GRID_THREADS": 65536, "CS": 0}  # ~10x the baseline's speed on a CPU
 TIMING = TimingArgs(timeout_s=300)
@@ -44,6 +44,7 @@ def test_clones_of_the_best_never_become_best_and_a_real_gain_does_head_to_head(
     assert best["candidate_id"] == fast.candidate_id and best["confirmed_against"] == base.candidate_id
     assert best["score_ci"]["high_ms"] < best["incumbent_ci"]["low_ms"]  # beaten beyond the noise, side by side
     assert best["rounds"] == best["rounds_won"] == 3  # and in every round (the order reversing each round)
+    assert best["reps"] <= ROUNDS * round_plan(sure_plan(state)).reps  # the launches actually pooled
     assert best["score_ci"]["high_ms"] < best["incumbent_ci"]["low_ms"] * 0.95  # by more than cpu's 5 % floor
     assert best["baseline_score_ms"] is None or best["baseline_score_ms"] == best["incumbent_score_ms"]
     assert fast.speedup_vs_baseline == pytest.approx(best["incumbent_score_ms"] / best["score_ms"], rel=1e-3)
@@ -88,3 +89,16 @@ def test_a_slow_baselines_one_head_to_head_round_is_timed_for_a_bounded_time_and
     assert baseline_round_plan(plan, 0.044) == plan  # a fast one keeps the plan
     assert baseline_round_plan(plan, None) == plan and baseline_round_plan(plan, 0.0) == plan  # no figure: in full
     assert baseline_round_plan(TimingPlan(warmup=1, reps=4), 26.0).reps == 4  # never more than the plan
+
+
+def sure_plan(state) -> TimingPlan:
+    return state.timing_plan(None, None, state.config.search_budget_ms)
+
+
+def test_a_head_to_head_round_times_a_third_of_the_plan_so_the_rounds_pool_about_one_evaluation():
+    fast = round_plan(TimingPlan(warmup=10, reps=100, budget_ms=50.0))
+    assert (fast.reps, fast.warmup) == (34, 10) and fast.budget_ms == pytest.approx(50.0 / ROUNDS)
+    assert ROUNDS * fast.reps >= 100  # pooled, at least the plan's launches
+    assert round_plan(TimingPlan(reps=20)).reps == MIN_BUDGET_REPS  # never fewer launches a round than the floor
+    assert round_plan(TimingPlan(reps=6)).reps == 6  # nor more than the plan
+    assert round_plan(TimingPlan(reps=100)).budget_ms is None  # a plan without a budget gets none
