@@ -5,7 +5,8 @@ A scored, fully validated result from the run's own backend is *offered*; it bec
 1. its score's confidence interval (:mod:`harness_tools.run.statistics`) lies wholly below the best's, by at
    least the backend's ``min_gain`` (a gain inside the noise, or inside the drift between evaluations of
    identical code, is never progress);
-2. it passes the task's hidden shapes (:mod:`cudaopt_mcp.service.hidden`; never shown to the model);
+2. it passes the task's hidden shapes (:mod:`cudaopt_mcp.service.hidden`; never shown to the model), checked
+   last: after a head-to-head it has won (whose GPU time covers the check's compiles, made meanwhile);
 3. unless its whole interval lies below the best's by the backend's ``sure_gain`` (cuda: a quarter, seven times
    the drift measured between evaluations of identical code; cpu: never), a head-to-head re-measurement confirms
    it: the best (and the baseline, when it is another candidate) and the challenger are timed again in rounds
@@ -36,6 +37,7 @@ from pydantic import BaseModel
 from cudaopt_mcp.api import EvaluateOutput
 from cudaopt_mcp.service.candidates import load_candidate
 from cudaopt_mcp.service.export import export_best
+from cudaopt_mcp.service.hidden import compile_meanwhile
 from cudaopt_mcp.service.runs import BestRecord, atomic_write
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import EvaluationConfig, EvaluationResult, backend_traits, evaluate
@@ -77,10 +79,6 @@ def offer(state: ServerState, run_id: str, task: Task, cand: Candidate, offered:
         if why_not:
             out.best_decision = why_not
             return
-    refused = _fails_hidden(state, run_id, task, cand, offered.candidate_id)
-    if refused:
-        out.best_decision = refused
-        return
     if best is None:
         record, decision = _first(state, run_id, offered), "the first scored correct candidate"
     elif _beyond_drift(state, offered.record(), best):
@@ -88,6 +86,7 @@ def offer(state: ServerState, run_id: str, task: Task, cand: Candidate, offered:
         decision = (f"new best: {_fmt(record)} vs {best.candidate_id} at {_fmt(best)}, a gain beyond any drift "
                     f"between evaluations (over {_sure_gain(state):.0%}): no head-to-head needed")
     else:
+        compile_meanwhile(state, task, cand)  # the hidden check's compiles, on the host while the GPU times
         record = _head_to_head(state, run_id, task, cand, offered, best)
         why_not = _not_clearly_faster(record, best, "head-to-head ") or _lost_a_round(record, best)
         if why_not:
@@ -95,6 +94,10 @@ def offer(state: ServerState, run_id: str, task: Task, cand: Candidate, offered:
             return
         decision = (f"new best: {_fmt(record)} vs {best.candidate_id} at {record.incumbent_score_ms:.4g} ms, "
                     f"head-to-head on seed {record.seed} with the same plan")
+    refused = _fails_hidden(state, run_id, task, cand, offered.candidate_id)
+    if refused:
+        out.best_decision = refused
+        return
     _crown(state, run_id, task, cand, record)
     out.new_best, out.best_decision = True, decision
 

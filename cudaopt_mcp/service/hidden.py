@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 
 from cudaopt_mcp.api import HiddenVerdict
@@ -21,6 +22,7 @@ from cudaopt_mcp.service.runs import ARTIFACT, atomic_write
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import Candidate, EvaluationConfig, Task
 from harness_tools.check.hidden_shapes import HiddenShape, hidden_shapes, hidden_task
+from harness_tools.compile.case_variants import compile_variants
 from harness_tools.errors import BackendError
 from harness_tools.evaluation import EvaluationResult, check_memory
 
@@ -48,6 +50,22 @@ def check_hidden(state: ServerState, run_id: str, task: Task, candidate: Candida
     _store(state, run_id, candidate_id, verdict, runnable, too_big, result)
     log.debug("hidden check of %s: %d case(s) in %.3f s", candidate_id, len(runnable), time.perf_counter() - started)
     return verdict
+
+
+def compile_meanwhile(state: ServerState, task: Task, candidate: Candidate) -> None:
+    """Start compiling ``candidate`` for the hidden cases, all variants side by side, in a thread: a head-to-head
+    times on the GPU meanwhile, and the check that follows it finds the cubins made (or joins their compiles). Only
+    a task with size defines compiles per case; any other's hidden check reuses the evaluation's one compile."""
+    if not task.spec.size_defines:
+        return
+    shapes = fitting_shapes(state, task, hidden_shapes(task.spec, state.backend_name))[0]
+    if not shapes:
+        return
+    checked = hidden_task(task, shapes)
+    cases = checked.spec.cases_for(hidden_config(0).roles, state.backend_name)
+    arch = state.device_info().arch
+    threading.Thread(target=compile_variants, args=(candidate, checked, cases, arch), daemon=True,
+                     name="cudaopt-hidden-compile").start()  # failures are the check's to report, as data
 
 
 def hidden_config(seed: int, timeout_s: float = HIDDEN_TIMEOUT_S) -> EvaluationConfig:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -18,10 +19,20 @@ from cudaopt_mcp.server.app import build_server
 from cudaopt_mcp.service import evaluations, run_creation
 from cudaopt_mcp.service.arguments import CandidateArgs, TimingArgs
 from cudaopt_mcp.service.candidates import load_candidate
-from cudaopt_mcp.service.hidden import PRIVATE_RECORD, check_hidden, public_task_json, read_private_record
+from cudaopt_mcp.service.hidden import (
+    PRIVATE_RECORD,
+    check_hidden,
+    compile_meanwhile,
+    fitting_shapes,
+    public_task_json,
+    read_private_record,
+)
 from cudaopt_mcp.service.state import ServerConfig, ServerState
+from harness_tools import resolve_task
 from harness_tools.check.generated_inputs import generator_rng
-from harness_tools.check.hidden_shapes import hidden_shapes
+from harness_tools.check.hidden_shapes import hidden_shapes, hidden_task
+from harness_tools.compile.case_variants import compile_variants
+from harness_tools.task.candidate import tuned
 from harness_tools.task.spec import LaunchSpec
 
 # Validation sizes are all multiples of 256: a kernel that assumes so passes them.
@@ -205,3 +216,20 @@ def test_each_hidden_check_finds_its_fresh_inputs_made_ahead_and_none_is_made_tw
         assert f"{n} {first!r}" in made_ahead
     drawn = _drawn(log, sizes)
     assert len(drawn) == len(set(drawn))  # no seed's case was made twice
+
+
+def test_a_hidden_checks_compiles_are_made_while_a_head_to_head_times(state):
+    task = resolve_task(str(Path(__file__).parents[3] / "examples" / "matmul"))  # WIDTH is #defined per case
+    config = {"block_size_x": 16, "block_size_y": 4, "tile_size_x": 2, "tile_size_y": 4}
+    cand = tuned(task, config).model_copy(update={"defines": {**config, "CUDAOPT_NONCE": time.time_ns() % 999983}})
+    shapes = fitting_shapes(state, task, hidden_shapes(task.spec, "cpu"))[0]
+    checked = hidden_task(task, shapes)
+    cases, arch = checked.spec.cases_for(["validation"], "cpu"), state.device_info().arch
+    assert shapes and cases
+
+    compile_meanwhile(state, task, cand)
+    for thread in threading.enumerate():
+        if thread.name == "cudaopt-hidden-compile":
+            thread.join(120)
+    made = compile_variants(cand, checked, cases, arch)
+    assert len(made) == len(cases) and all(r.ok and r.cached for r in made), [(r.ok, r.cached) for r in made]
