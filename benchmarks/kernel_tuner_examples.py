@@ -162,6 +162,15 @@ def run_cudaopt(example: str, n: int, out: Path, phase: str, seed: int) -> dict:
     return res
 
 
+def ratio_line(example: str, phase: str, row: dict) -> str:
+    ours, theirs = row[f"cudaopt_{phase}"], row[f"kt_{phase}"]
+    if not ours.get("configs") or not theirs.get("configs"):
+        return f"{example} {phase}: no ratio (a side measured no configuration)"
+    a, b = ours["s_per_config"], theirs["s_per_config"]
+    return (f"{example} {phase}: cudaopt {a:.3f} s/config ({ours['wall_s']:.2f} s for {ours['configs']}), Kernel Tuner "
+            f"{b:.3f} ({theirs['wall_s']:.2f} s for {theirs['configs']}): ratio {a / b:.3f}")
+
+
 def wall_split(journal: Path, started_epoch: float, wall: float) -> dict:
     """Where the subprocess's wall time went, from the loop's journal (each line's time is when an evaluate call
     returned, elapsed_s its duration): before the baseline's call (start-up), inside evaluate calls (the
@@ -287,6 +296,7 @@ def main() -> int:
             for side in ("cudaopt", "kt"):
                 if row[f"{side}_{phase}"].get("error"):
                     print(f"{ex} {phase} {side}: {row[f'{side}_{phase}']['error']}", file=sys.stderr, flush=True)
+            print(ratio_line(ex, phase, row), file=sys.stderr, flush=True)  # a run cut short still says this much
             (args.out / "kernel_tuner_examples.json").write_text(json.dumps(
                 {"budget": args.budget, "seed": args.seed, "kt_iterations": args.kt_iterations,
                  "rows": {e: {k: {kk: vv for kk, vv in v.items() if kk not in ("per_config", "results")}
