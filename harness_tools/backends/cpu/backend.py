@@ -9,7 +9,7 @@ Who does what, for the jail's sake: this process builds each kernel (g++ in a ja
 only its build folder) and puts the library into the cache; the worker (jailed, the cache read-only)
 loads and runs it. A worker runs one kernel library only: a candidate is native code, and threads it
 left behind must not see the next candidate's cases, so another library gets a fresh worker (about
-0.3 s). Race-check executables are built and run here, each in a jail of its own.
+0.3 s; one is started ahead after each timed case: :mod:`.spare_worker`). Race-check executables are built and run here, each in a jail of its own.
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ import os
 from harness_tools.backends.contract import CaseRequest, CaseRun, RaceReport
 from harness_tools.backends.cpu.build import build_kernel, cache_root, compiler, compiler_home, kernel_cache, runtime_library
 from harness_tools.backends.cpu.fault_lines import with_source_line
+from harness_tools.backends.cpu.spare_worker import SpareWorker
 from harness_tools.backends.cpu.translate import missing_constants, unsupported
 from harness_tools.backends.protocols import BackendTraits
 from harness_tools.backends.worker_backend import WorkerBackend
 from harness_tools.run.jail import JailSpec, Limits
 from harness_tools.run.scratch import inputs_root, scratch_root
+from harness_tools.run.worker import Worker
 
 EXECUTOR = "harness_tools.backends.cpu.executor:CpuExecutor"
 # Measured: GPU techniques (shared-memory tiles, warp shuffles, vector loads) ran 2.5-30x slower than a naive
@@ -64,6 +66,7 @@ class CpuBackend(WorkerBackend):
         cache_root()
         super().__init__(EXECUTOR, device, spec=worker_jail())
         self._library: str | None = None
+        self._spare = SpareWorker(self._worker)
 
     def run_case(self, request: CaseRequest, timeout_s: float) -> CaseRun:
         refused = unsupported(request.source)
@@ -76,13 +79,23 @@ class CpuBackend(WorkerBackend):
         build = build_kernel(request)
         if not build.ok:
             return CaseRun(status="launch_error", error="CPU_COMPILE_ERROR", message=f"g++ rejected the kernel:\n{build.log}")
-        if self._library not in (None, str(build.path)):
-            self._worker.close()  # the next call starts a fresh worker: nothing of the last kernel survives
+        if self._library not in (None, str(build.path)):  # a fresh worker: nothing of the last kernel survives
+            last = self._worker
+            self._worker = self._spare.take() or Worker(EXECUTOR, last.device, last.spec)
+            last.close()
         self._library = str(build.path)
+        if request.timing is not None:
+            self._spare.settle()  # no interpreter starting beside timed launches
         run = self.forward(request, timeout_s, library=self._library)
+        if request.timing is not None:
+            self._spare.start()  # the next candidate's worker, while the loop chooses and builds it
         run.message = with_source_line(run.message, build.path)
         run.load_ms += build.build_ms
         return run
+
+    def close(self) -> None:
+        self._spare.close()
+        super().close()
 
     def race_check(self, request: CaseRequest, timeout_s: float) -> RaceReport:
         """Run the case once under ThreadSanitizer and report data races between CUDA threads.
