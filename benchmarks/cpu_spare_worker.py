@@ -34,6 +34,8 @@ def run(task: str, iterations: int, seed: int, spare: bool, results: Path) -> tu
     begun = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
     wall = time.perf_counter() - begun
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "stderr.txt").write_text(out.stderr)  # the -vv log: which workers started when
     if out.returncode not in (0, 1):
         raise SystemExit(f"optimize failed ({out.returncode}):\n{out.stderr[-3000:]}")
     return wall, sum("ready in" in line and "worker pid" in line for line in out.stderr.splitlines())

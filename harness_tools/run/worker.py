@@ -131,6 +131,10 @@ class Worker:
             raise WorkerDied(f"the worker answered with an unknown message kind {str(kind)[:40]!r}")
         return result
 
+    def interrupt(self) -> None:
+        """From another thread: end the process now; a start or call blocked on it fails and cleans up itself."""
+        self._signal_kill()
+
     def _signal_kill(self) -> None:
         """SIGKILL only (from the cancelling thread): the blocked call sees the pipe close and cleans up itself."""
         process = self._process

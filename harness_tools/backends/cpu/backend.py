@@ -85,7 +85,7 @@ class CpuBackend(WorkerBackend):
             last.close()
         self._library = str(build.path)
         if request.timing is not None:
-            self._spare.settle()  # no interpreter starting beside timed launches
+            self._spare.quiet()  # no interpreter starting beside timed launches
         run = self.forward(request, timeout_s, library=self._library)
         if request.timing is not None:
             self._spare.start()  # the next candidate's worker, while the loop chooses and builds it

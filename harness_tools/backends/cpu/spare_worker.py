@@ -4,7 +4,8 @@ A cpu worker runs one kernel library only (a candidate is native code: what it l
 one's cases), so every new candidate costs a fresh jailed interpreter: 20 starts of about 0.3 s were 6.3 s of the
 22 s ``cudaopt optimize sgemm`` on a 2-core host. After a timed case (the last of an evaluation), the backend starts
 a spare here; the next library takes it, already up. The timing is wall clock on the same cores, so a spare never
-starts beside timed launches: one still starting is waited for before any timed case (:meth:`SpareWorker.settle`).
+starts beside timed launches: one still starting is stopped before a timed case on the current worker
+(:meth:`SpareWorker.quiet`), and waited for when the case needs a new worker anyway (:meth:`SpareWorker.take`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,19 @@ class SpareWorker:
         if starting is not None:
             starting.join()
 
+    def quiet(self) -> None:
+        """Before timed launches on the current worker: a spare still starting is stopped, not waited for (a task
+        with several performance cases times them one after the other; the last one's end starts it again)."""
+        with self._lock:
+            worker, starting = self._worker, self._starting
+        if worker is None or starting is None or not starting.is_alive():
+            return
+        worker.interrupt()  # its start fails at once, quietly (or, not yet spawned, it is waited for)
+        starting.join()
+        with self._lock:
+            if self._worker is worker and not worker.alive:
+                self._worker = self._starting = None
+
     def take(self) -> Worker | None:
         """The spare, up, or None (none was started, or it failed to start: the caller starts its own)."""
         self.settle()
@@ -64,7 +78,7 @@ class SpareWorker:
         try:
             worker.start()
         except Exception as exc:  # noqa: BLE001 - a spare that cannot start is no error: the next case starts its own
-            log.info("a spare cpu worker did not start (%s); the next kernel starts its own", exc)
+            log.debug("a spare cpu worker did not start (%s); the next kernel starts its own", exc)
             worker.kill()
             return
         with self._lock:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
 
-from harness_tools import EvaluationConfig, TimingPlan, create_backend, evaluate, resolve_task
+from harness_tools import EvaluationConfig, TimingPlan, baseline, create_backend, evaluate, resolve_task
 from harness_tools.task.candidate import tuned
 
 FIRST = {"BLOCK": 256, "ITEMS": 2, "GRID_THREADS": 65536, "CS": 0}
@@ -62,3 +63,39 @@ def test_untimed_cases_start_no_spare(backend):
     checked = EvaluationConfig(seed=1, roles=["validation"], timing=None)
     assert evaluate(task, tuned(task, FIRST), backend, checked).correct
     assert new_child(our_children(), within_s=1.0) is None  # a validation case may be followed by a timed one
+
+
+TWO_TIMED = {
+    "name": "scale_twice", "description": "y = 3 x, timed at two sizes", "kernel_name": "scale",
+    "params": [
+        {"kind": "buffer", "name": "x", "dtype": "float32", "shape": ["n"], "role": "in"},
+        {"kind": "buffer", "name": "y", "dtype": "float32", "shape": ["n"], "role": "out"},
+        {"kind": "scalar", "name": "n", "dtype": "int32", "value": "n"},
+    ],
+    "sizes": ["n"],
+    "cases": [{"name": "val", "role": "validation", "sizes": {"n": 1000}},
+              {"name": "perf_a", "role": "performance", "sizes": {"n": 1 << 16}},
+              {"name": "perf_b", "role": "performance", "sizes": {"n": 1 << 17}}],
+    "reference": {"kind": "numpy", "file": "reference.py", "function": "reference"},
+    "tolerance": {"float32": {"atol": 1e-6, "rtol": 1e-6}},
+    "baseline": {"source": "baseline.cu", "launch": {"grid": ["ceil_div(n, 256)"], "block": [256]}},
+}
+SCALE = """extern "C" __global__ void scale(const float* x, float* y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 3.0f * x[i];
+}
+"""
+
+
+def test_a_spare_still_starting_is_stopped_before_the_next_timed_case_on_the_same_kernel(backend, tmp_path):
+    (tmp_path / "task.json").write_text(json.dumps(TWO_TIMED))
+    (tmp_path / "baseline.cu").write_text(SCALE)
+    (tmp_path / "reference.py").write_text("def reference(inputs, sizes):\n    return {'y': 3.0 * inputs['x']}\n")
+    task = resolve_task(str(tmp_path))
+    config = EvaluationConfig(seed=1, timing=TimingPlan(warmup=1, reps=3))
+    for _ in range(2):  # the second evaluation's kernel is the same library: no new worker for it
+        result = evaluate(task, baseline(task), backend, config)
+        assert result.correct and [c.timing is not None for c in result.cases] == [False, True, True]
+    # the spare started after perf_a was stopped before perf_b was timed; the one started after perf_b is up
+    assert new_child({backend.worker_pid}, within_s=10.0) is not None
