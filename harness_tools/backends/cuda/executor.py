@@ -207,8 +207,7 @@ class CudaExecutor:
             run.collect_ms = (time.perf_counter() - start) * 1e3
             if request.timing is not None:
                 start = time.perf_counter()
-                timer = _EventTimer(self, launch_all, request.timing.reps)
-                samples, warmup = measure(timer, request.timing)
+                samples, warmup = measure(_EventTimer(self, launch_all, request.timing.reps), request.timing)
                 run.timing = summarize(samples, plan=request.timing, warmup=warmup)
                 run.time_ms = (time.perf_counter() - start) * 1e3
         except CudaFailure as failure:
