@@ -82,6 +82,8 @@ class CudaBackend(WorkerBackend):
 
 def worker_jail() -> JailSpec:
     """The cuda worker: /dev/nvidia* and /sys for the driver, the inputs read-only, scratch writable. No
-    address-space limit: the driver's unified memory reserves far more virtual space than it uses."""
+    address-space limit: the driver's unified memory reserves far more virtual space than it uses. It starts no
+    other process (the driver's own threads still start): on the GPU host, root without a cgroup, the process
+    limit cannot bound a fork bomb, the seccomp filter can (seen on an H200: the examples evaluate under it)."""
     return JailSpec(purpose="cuda worker", gpu=True, read_only=(str(inputs_root()),), writable=(str(scratch_root()),),
-                    limits=Limits(processes=256))
+                    limits=Limits(processes=256), spawns=False)
