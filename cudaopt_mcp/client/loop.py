@@ -7,7 +7,8 @@ The loop stops at the iteration budget, at the time budget, or when the proposer
 
 Pipeline (a proposer that proposes ahead, on GPU backends by default): while an iteration's candidate is evaluated,
 the next ones are chosen (from the same attempts they would have seen before it started) and compiled, so neither
-the proposer's model nor the compiler waits on the GPU, nor the GPU on them.
+the proposer's model nor the compiler waits on the GPU, nor the GPU on them; the next evaluated is the first of
+them compiled, not one still compiling.
 """
 
 from __future__ import annotations
@@ -68,9 +69,9 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
                 stopped = f"time budget of {config.time_budget_s:g} s used"
                 break
             entry = None
-            if iteration in ahead:
-                entry = ahead.pop(iteration)
-                await entry.compiled.wait()  # else its evaluate would compile it a second time (or: evaluated)
+            if iteration in ahead:  # compiled first (else its evaluate would compile it a second time), or evaluated
+                entry = await _first_compiled(ahead, iteration) if config.parallel == 1 else ahead.pop(iteration)
+                await entry.compiled.wait()
                 proposal = entry.proposal
             else:
                 terminal.proposing(iteration)
@@ -153,6 +154,27 @@ def _ahead_depth(config: LoopConfig, backend: str) -> int:
     if not on:
         return 0
     return config.ahead if config.ahead is not None else max(1, min(4, os.cpu_count() or 1))
+
+
+async def _first_compiled(ahead: dict[int, _Ahead], iteration: int) -> _Ahead:
+    """The candidate chosen ahead that ``iteration`` evaluates: its own once compiled, else a later one already
+    compiled, else whichever compiles first; the others keep their places. Their order is only the order they were
+    chosen in (each from the attempts known then, the rest pending), so one slow compile (convolution's larger
+    tiles: over a second of NVRTC for a case) holds back no evaluation that could run meanwhile. A later slot that
+    holds no proposal (the proposer had nothing new) is not moved forward: the loop would stop before the rest."""
+    waiting = [k for k in sorted(ahead) if k == iteration or (k > iteration and isinstance(ahead[k].proposal, Proposal))]
+    while not any(ahead[k].compiled.is_set() for k in waiting):
+        async with anyio.create_task_group() as group:
+            for k in waiting:
+                group.start_soon(_cancel_when_set, ahead[k].compiled, group.cancel_scope)
+    ready = next(k for k in waiting if ahead[k].compiled.is_set())
+    ahead[iteration], ahead[ready] = ahead[ready], ahead[iteration]
+    return ahead.pop(iteration)
+
+
+async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 async def _propose_ahead(proposer: ProposesAhead, context: ProposalContext) -> _Ahead:
