@@ -8,7 +8,7 @@ The loop stops at the iteration budget, at the time budget, or when the proposer
 Pipeline (a proposer that proposes ahead, on GPU backends by default): while an iteration's candidate is evaluated,
 the next ones are chosen (from the same attempts they would have seen before it started) and compiled, so neither
 the proposer's model nor the compiler waits on the GPU, nor the GPU on them; the next evaluated is the first of
-them compiled, not one still compiling.
+them compiled, not one still compiling. The first ones are chosen and compiled while the baseline is evaluated.
 """
 
 from __future__ import annotations
@@ -56,14 +56,33 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
     terminal.start(run_id, task.name, backend, proposer.describe(), config.max_iterations, seed, resumed=bool(attempts))
     for attempt in attempts:
         proposer.observe(attempt)
-    if not any(a.proposal is None and a.correct for a in attempts):
-        attempts.append(await _evaluate(session, run_id, None, 0, seed, terminal, timing=_search_timing(config, backend)))
-        proposer.observe(attempts[-1])
-        _journal(run_dir, attempts[-1])
     stopped = f"iteration budget of {config.max_iterations} used"
     ahead: dict[int, _Ahead] = {}  # later iterations' proposals, chosen and compiling meanwhile
     depth = _ahead_depth(config, backend) if isinstance(proposer, ProposesAhead) else 0
     async with anyio.create_task_group() as compiles, anyio.create_task_group() as now:
+        async def choose_ahead(first: int, last: int, evaluated_below: int) -> None:
+            """Choose iterations ``first``..``last`` not chosen yet, one at a time (a proposer is not thread-safe):
+            those below ``evaluated_below`` are evaluated beside the current one (--parallel), the rest compiled."""
+            for following in range(first, min(last, config.max_iterations) + 1):
+                if following not in ahead:
+                    context = await _context(session, proposer, config, run_id, backend, task, following, attempts,
+                                             run_dir)
+                    ahead[following] = entry = await _propose_ahead(proposer, context)
+                    if following < evaluated_below:
+                        compiles.start_soon(_evaluate_ahead, session, run_id, entry, following, seed, terminal,
+                                            _search_timing(config, backend))
+                    else:
+                        compiles.start_soon(_compile_ahead, session, run_id, entry)
+
+        if not any(a.proposal is None and a.correct for a in attempts):
+            found: list[Attempt] = []
+            async with anyio.create_task_group() as first:  # the first candidates compile while it is evaluated
+                first.start_soon(_evaluate_into, found, session, run_id, seed, terminal, _search_timing(config, backend))
+                if config.parallel == 1:
+                    await choose_ahead(1, depth, evaluated_below=1)
+            attempts.append(found[0])
+            proposer.observe(attempts[-1])
+            _journal(run_dir, attempts[-1])
         for iteration in range(1, config.max_iterations + 1):
             if config.time_budget_s is not None and time.monotonic() - started > config.time_budget_s:
                 stopped = f"time budget of {config.time_budget_s:g} s used"
@@ -88,16 +107,7 @@ async def optimise(session: Session, proposer: Proposer, config: LoopConfig, ter
                     entry = _Ahead(proposal)                 # proposer's time is then off the critical path
                     now.start_soon(_evaluate_ahead, session, run_id, entry, iteration, seed, terminal,
                                    _search_timing(config, backend))
-                for following in range(iteration + 1, min(iteration + depth, config.max_iterations) + 1):
-                    if following not in ahead:
-                        context = await _context(session, proposer, config, run_id, backend, task, following,
-                                                 attempts, run_dir)
-                        ahead[following] = await _propose_ahead(proposer, context)  # one at a time: not thread-safe
-                        if following < iteration + config.parallel:  # within the evaluations in flight
-                            compiles.start_soon(_evaluate_ahead, session, run_id, ahead[following], following, seed,
-                                                terminal, _search_timing(config, backend))
-                        else:
-                            compiles.start_soon(_compile_ahead, session, run_id, ahead[following])
+                await choose_ahead(iteration + 1, iteration + depth, evaluated_below=iteration + config.parallel)
                 await entry.compiled.wait()  # set once evaluated
                 attempt = entry.attempt
             attempts.append(attempt)
@@ -179,6 +189,11 @@ async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None
 
 async def _propose_ahead(proposer: ProposesAhead, context: ProposalContext) -> _Ahead:
     return _Ahead(await anyio.to_thread.run_sync(proposer.propose_ahead, context))
+
+
+async def _evaluate_into(found: list[Attempt], session: Session, run_id: str, seed: int, terminal: Terminal,
+                         timing: dict[str, int]) -> None:
+    found.append(await _evaluate(session, run_id, None, 0, seed, terminal, timing=timing))
 
 
 async def _evaluate_ahead(session: Session, run_id: str, entry: _Ahead, iteration: int, seed: int, terminal: Terminal,

@@ -124,3 +124,13 @@ def test_a_proposer_with_nothing_new_ahead_does_not_stop_the_loop_before_a_candi
     summary = _optimise_on_cpu(tmp_path / "results", SlowThenNothingTuner(_transpose_baseline()), "transpose", ahead=2)
     assert [a.proposal.note if a.proposal else None for a in summary.attempts][2:] == ["slow to compile"]
     assert summary.stopped.startswith("the proposer has nothing new"), summary.stopped
+
+
+def test_the_first_candidates_are_chosen_and_sent_to_compile_while_the_baseline_is_evaluated(tmp_path):
+    results = tmp_path / "results"
+    summary = _optimise_on_cpu(results, TunerProposer(ProposerSettings(seed=1)), "transpose", ahead=2)
+    events = [json.loads(line) for line in (results / summary.run_id / "history.jsonl").read_text().splitlines()]
+    order = [(e["event"], e.get("candidate_id")) for e in events if e["event"] in ("candidate", "evaluate")]
+    baseline_done = order.index(("evaluate", "c0001"))
+    assert ("candidate", "c0002") in order[:baseline_done] and ("candidate", "c0003") in order[:baseline_done], order
+    assert [a.iteration for a in summary.attempts] == [0, 1, 2, 3] and all(a.correct for a in summary.attempts)
