@@ -33,6 +33,13 @@ from harness_tools.task.launches import (  # noqa: F401  (re-exported)
     ScalarValue,
     ScratchBuffer,
 )
+from harness_tools.task.reference_specs import (  # noqa: F401  (re-exported: the spec's names)
+    KernelReference,
+    NumpyReference,
+    Reference,
+    StoredReference,
+    TorchReference,
+)
 from harness_tools.task.spec_fields import (  # noqa: F401  (re-exported: the spec's names)
     IDENTIFIER,
     MAX_BACKENDS,
@@ -197,38 +204,6 @@ class KernelSource(KernelProgram):
     defines: dict[DefineName, Expr] = Field(default_factory=dict, max_length=MAX_DEFINES)
     options: CompileOptions = Field(default_factory=list, description="NVRTC options, as a candidate's (e.g. "
                                     "'--arch-specific' for a kernel that uses wgmma)")
-
-
-class NumpyReference(Strict):
-    kind: Literal["numpy"] = "numpy"
-    file: FileName = "reference.py"
-    function: Annotated[str, _identifier("function name")] = "reference"
-
-
-class TorchReference(Strict):
-    """Like a NumPy reference, with the inputs as float64 CPU torch tensors (needs ``cudaopt[torch]``)."""
-
-    kind: Literal["torch"] = "torch"
-    file: FileName = "reference.py"
-    function: Annotated[str, _identifier("function name")] = "reference"
-
-
-class KernelReference(Strict):
-    kind: Literal["cuda"] = "cuda"
-    source: FileName
-    kernel: Annotated[str, _identifier("kernel name")]
-    launch: LaunchSpec
-    defines: dict[DefineName, Expr] = Field(default_factory=dict, max_length=MAX_DEFINES)
-
-
-class StoredReference(Strict):
-    """Fixed inputs and expected outputs: ``<dir>/<case>/<buffer>.npy`` for every buffer."""
-
-    kind: Literal["stored"] = "stored"
-    dir: FileName = "expected"
-
-
-Reference = Annotated[NumpyReference | TorchReference | KernelReference | StoredReference, Field(discriminator="kind")]
 
 
 class Tolerance(Strict):
