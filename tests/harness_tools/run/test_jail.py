@@ -20,6 +20,7 @@ from harness_tools.run import jail
 from harness_tools.run.jail import JailSpec, Limits
 from harness_tools.run.jail_check import check_jail
 from harness_tools.run.jail_limits import cgroup_available
+from tests.harness_tools.run.spawn_probe import SPAWN_ATTEMPTS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -122,13 +123,7 @@ def test_a_program_that_spawns_nothing_starts_no_process_but_makes_threads():
         import ctypes, errno, os, subprocess, threading
         import numpy as np
         said = []
-        for name, start in (("fork", os.fork), ("spawn", lambda: subprocess.run(["/bin/true"]))):
-            try:
-                if start() == 0:
-                    os._exit(0)
-                said.append(name + " ran")
-            except OSError as exc:
-                said.append(name + " " + errno.errorcode[exc.errno])
+    """) + SPAWN_ATTEMPTS + textwrap.dedent("""
         libc = ctypes.CDLL(None, use_errno=True)
         rc = libc.syscall(56, 17, None, None, None, None)  # clone(SIGCHLD): a plain new process
         if rc == 0:

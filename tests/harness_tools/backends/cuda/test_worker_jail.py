@@ -9,6 +9,7 @@ import pytest
 
 from harness_tools.backends.cuda.backend import worker_jail
 from harness_tools.run import jail
+from tests.harness_tools.run.spawn_probe import SPAWN_ATTEMPTS
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not jail.status().active, reason=f"no jail here: {jail.status().detail}")]
@@ -23,15 +24,7 @@ PROBE = textwrap.dedent("""
     (err,) = driver.cuCtxSetCurrent(ctx)
     err, ptr = driver.cuMemAlloc(1 << 20)
     said.append("context " + err.name)
-    for name, start in (("fork", os.fork), ("spawn", lambda: subprocess.run(["/bin/true"]))):
-        try:
-            if start() == 0:
-                os._exit(0)
-            said.append(name + " ran")
-        except OSError as exc:
-            said.append(name + " " + errno.errorcode[exc.errno])
-    print(" ".join(said))
-""")
+""") + SPAWN_ATTEMPTS + 'print(" ".join(said))\n'
 
 
 def test_the_cuda_worker_has_a_context_and_starts_no_process():
