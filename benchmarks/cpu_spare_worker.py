@@ -25,9 +25,9 @@ NO_SPARE = "from harness_tools.backends.cpu import spare_worker; spare_worker.Sp
 CLI = "from cudaopt_mcp.cli.main import console; console()"
 
 
-def run(task: str, iterations: int, seed: int, spare: bool, results: Path) -> tuple[float, int]:
-    """(wall seconds, cpu workers started) of one command."""
-    code = CLI if spare else NO_SPARE + CLI
+def run(task: str, iterations: int, seed: int, spare: bool, results: Path, patch: str = "") -> tuple[float, int]:
+    """(wall seconds, cpu workers started) of one command; ``patch``: Python run before it (a way to compare)."""
+    code = patch + (CLI if spare else NO_SPARE + CLI)
     cmd = [sys.executable, "-c", code, "-vv", "optimize", task, "--backend", "cpu", "--proposer", "tuner",
            "--max-iterations", str(iterations), "--seed", str(seed), "--results", str(results), "--no-report"]
     env = {**os.environ, "OPENAI_API_KEY": ""}

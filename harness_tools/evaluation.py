@@ -233,6 +233,7 @@ class _CaseRunner:
                 f"not run: the evaluation's budget of {self.config.timeout_s:g} s (timeout_s) was spent before this "
                 "case started; give a larger timeout_s or fewer cases (roles)")
             return base
+        owner = candidate.digest()  # the candidate's, not its per-case variant's: one owner for all its cases
         try:
             candidate = for_case(candidate, self.task, case.sizes)
             candidate.launch_plan(case.sizes, self.max_shared)  # before any input is drawn
@@ -263,7 +264,7 @@ class _CaseRunner:
             timing = timing.model_copy(update={"stop_above_ms": self.config.stop_timing_above_ms[case.name]})
         try:
             request = case_request(candidate, compiled, case.sizes, with_checks(args, checks), case_dir / "out", timing,
-                                   placement_for(case.role), self.max_shared)
+                                   placement_for(case.role), self.max_shared, owner)
         except CandidateError as exc:
             base.status, base.message = "run_error", str(exc)
             self.any_failed = True

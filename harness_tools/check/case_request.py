@@ -31,7 +31,7 @@ from harness_tools.task.spec import Case, ScalarParam, Task
 
 def case_request(candidate: Candidate, compiled: CompileResult | None, sizes: dict[str, int], args: list[ArgSpec],
                  output_dir: Path, timing: TimingPlan | None = None, placement: Placement = "tail",
-                 max_shared_bytes: int | None = None) -> CaseRequest:
+                 max_shared_bytes: int | None = None, owner: str = "") -> CaseRequest:
     """The request that runs ``candidate`` (compiled as ``compiled``) once on a case with these ``sizes`` and the
     task's ``args`` (:func:`case_arguments`), timed by ``timing``.
 
@@ -40,7 +40,7 @@ def case_request(candidate: Candidate, compiled: CompileResult | None, sizes: di
     :class:`~harness_tools.errors.CandidateError` naming the field. ``placement``: "guard" for validation cases
     (every buffer ends at an inaccessible page, so reads and writes just past an end fault), "tail" where the
     buffers must sit as cudaMalloc puts them (timed cases, the reference kernel, external tools); see
-    :data:`harness_tools.backends.contract.Placement`."""
+    :data:`harness_tools.backends.contract.Placement`. ``owner``: see :attr:`CaseRequest.owner`."""
     plan = candidate.launch_plan(sizes, max_shared_bytes)
     names = candidate.variables(sizes)
     args = list(args) + scratch_arguments(candidate, names, args)
@@ -55,7 +55,8 @@ def case_request(candidate: Candidate, compiled: CompileResult | None, sizes: di
                                      shared_mem=shared, args=order))
     return CaseRequest(cubin=(compiled.cubin if compiled is not None else None) or b"", source=candidate.source,
                        defines={k: str(v) for k, v in candidate.defines.items()}, options=list(candidate.options),
-                       launches=launches, args=args, timing=timing, output_dir=str(output_dir), placement=placement)
+                       launches=launches, args=args, timing=timing, output_dir=str(output_dir), placement=placement,
+                       owner=owner)
 
 
 def _argument(ref: ArgRef, field: str, args: list[ArgSpec], index: dict[str, int], names: dict[str, Number]) -> int:

@@ -7,9 +7,13 @@ ThreadSanitizer with CUDA threads as TSan fibers (see cpu_racecheck).
 
 Who does what, for the jail's sake: this process builds each kernel (g++ in a jail of its own that writes
 only its build folder) and puts the library into the cache; the worker (jailed, the cache read-only)
-loads and runs it. A worker runs one kernel library only: a candidate is native code, and threads it
-left behind must not see the next candidate's cases, so another library gets a fresh worker (about
-0.3 s; one is started ahead after each timed case: :mod:`.spare_worker`). Race-check executables are built and run here, each in a jail of its own.
+loads and runs it. A worker runs one candidate's kernels only: a candidate is native code, and threads it
+left behind must not see the next candidate's cases, so another candidate gets a fresh worker (about
+0.3 s; one is started ahead after each timed case: :mod:`.spare_worker`). Its own kernels share one: a task with
+per-case ``size_defines`` builds a library per case, and a worker per library made stencil's seven cases seven
+starts (54 workers in a 4-iteration run). The owner is the request's (:attr:`CaseRequest.owner`, the candidate's
+digest, which the engine sets); a request without one (the reference kernel, external tools) has its library
+alone. Race-check executables are built and run here, each in a jail of its own.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ class CpuBackend(WorkerBackend):
         compiler()  # a clear BackendUnavailable before any worker starts when g++ is missing
         cache_root()
         super().__init__(EXECUTOR, device, spec=worker_jail())
-        self._library: str | None = None
+        self._owner: str | None = None  # whose kernels the current worker has run
         self._spare = SpareWorker(self._worker)
 
     def run_case(self, request: CaseRequest, timeout_s: float) -> CaseRun:
@@ -79,14 +83,15 @@ class CpuBackend(WorkerBackend):
         build = build_kernel(request)
         if not build.ok:
             return CaseRun(status="launch_error", error="CPU_COMPILE_ERROR", message=f"g++ rejected the kernel:\n{build.log}")
-        if self._library not in (None, str(build.path)):  # a fresh worker: nothing of the last kernel survives
+        owner = request.owner or f"library {build.path}"
+        if self._owner not in (None, owner):  # a fresh worker: nothing of the last candidate's code survives
             last = self._worker
             self._worker = self._spare.take() or Worker(EXECUTOR, last.device, last.spec)
             last.close()
-        self._library = str(build.path)
+        self._owner = owner
         if request.timing is not None:
             self._spare.quiet()  # no interpreter starting beside timed launches
-        run = self.forward(request, timeout_s, library=self._library)
+        run = self.forward(request, timeout_s, library=str(build.path))
         if request.timing is not None:
             self._spare.start()  # the next candidate's worker, while the loop chooses and builds it
         run.message = with_source_line(run.message, build.path)
