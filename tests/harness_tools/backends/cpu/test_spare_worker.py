@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness_tools import EvaluationConfig, TimingPlan, baseline, create_backend, evaluate, resolve_task
+from harness_tools.run.freezing import leaves
 from harness_tools.task.candidate import tuned
 
 FIRST = {"BLOCK": 256, "ITEMS": 2, "GRID_THREADS": 65536, "CS": 0}
@@ -55,7 +56,8 @@ def test_after_a_timed_case_the_next_kernel_runs_on_a_worker_started_ahead(backe
     ahead = our_children() - {first}  # the spare (and any other test's worker still ending)
     assert evaluate(task, tuned(task, SECOND), backend, timed).correct
     assert backend.worker_pid in ahead, "the next kernel's worker started after it was needed"
-    assert first not in our_children()  # the last kernel's worker is gone
+    kept = [Path(f"/proc/{pid}/stat").read_text() for pid in leaves(first)]  # kept for its candidate, stopped
+    assert kept and all(stat[stat.rindex(")") + 2] == "T" for stat in kept)
 
 
 def test_untimed_cases_start_no_spare(backend):
