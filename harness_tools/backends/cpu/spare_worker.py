@@ -16,6 +16,8 @@ import threading
 from harness_tools.run.worker import Worker
 
 log = logging.getLogger("harness_tools")
+TAKE_WAIT_S = 10.0  # a spare still not up after this long is given up (a start takes 0.2-0.5 s): the caller starts
+# its own rather than wait out the start's own limit (once, on a loaded 2-core host, a spare's start hung 180 s)
 
 
 class SpareWorker:
@@ -59,8 +61,16 @@ class SpareWorker:
                 self._worker = self._starting = None
 
     def take(self) -> Worker | None:
-        """The spare, up, or None (none was started, or it failed to start: the caller starts its own)."""
-        self.settle()
+        """The spare, up, or None (none was started, it failed to start or is not up within TAKE_WAIT_S: the caller
+        starts its own)."""
+        with self._lock:
+            worker, starting = self._worker, self._starting
+        if starting is not None:
+            starting.join(TAKE_WAIT_S)
+            if starting.is_alive() and worker is not None:
+                log.info("a spare cpu worker was not up after %.0f s: given up", TAKE_WAIT_S)
+                worker.interrupt()
+                starting.join()
         with self._lock:
             worker, self._worker, self._starting = self._worker, None, None
         return worker if worker is not None and worker.alive else None

@@ -86,10 +86,10 @@ from tests.cudaopt_mcp.jail_attack_kit.worker_attacks import (
     frame_then_hang,
     hung_kernel,
     loot_thread,
-    ticker_thread,
     macro_explosion,
     nested_answer,
     swap_outputs_for_links,
+    ticker_thread,
     twin_toctou,
 )
 
@@ -136,7 +136,6 @@ __all__ = [
     "kill_server",
     "listeners",
     "loot_thread",
-    "ticker_thread",
     "macro_explosion",
     "make_secrets",
     "nested_answer",
@@ -150,6 +149,7 @@ __all__ = [
     "server_env",
     "stdio_session",
     "swap_outputs_for_links",
+    "ticker_thread",
     "system_and_popen",
     "twin_task",
     "twin_toctou",

@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 from harness_tools import EvaluationConfig, TimingPlan, baseline, create_backend, evaluate, resolve_task
+from harness_tools.backends.cpu import spare_worker
+from harness_tools.backends.cpu.backend import worker_jail
+from harness_tools.backends.cpu.spare_worker import SpareWorker
 from harness_tools.run.freezing import leaves
+from harness_tools.run.worker import Worker
 from harness_tools.task.candidate import tuned
 
 FIRST = {"BLOCK": 256, "ITEMS": 2, "GRID_THREADS": 65536, "CS": 0}
@@ -101,3 +105,13 @@ def test_a_spare_still_starting_is_stopped_before_the_next_timed_case_on_the_sam
         assert result.correct and [c.timing is not None for c in result.cases] == [False, True, True]
     # the spare started after perf_a was stopped before perf_b was timed; the one started after perf_b is up
     assert new_child({backend.worker_pid}, within_s=10.0) is not None
+
+
+def test_a_spare_that_is_not_up_in_time_is_given_up(monkeypatch):
+    monkeypatch.setattr(spare_worker, "TAKE_WAIT_S", 0.5)
+    spare = SpareWorker(Worker("time:sleep", 600, worker_jail()))  # its executor is time.sleep(600): never ready
+    spare.start()
+    began = time.monotonic()
+    assert spare.take() is None  # the caller starts its own instead of waiting out the start's limit
+    assert time.monotonic() - began < 10
+    spare.close()
