@@ -55,7 +55,7 @@ class SpareWorker:
         if worker is None or starting is None or not starting.is_alive():
             return
         worker.interrupt()  # its start fails at once, quietly (or, not yet spawned, it is waited for)
-        starting.join()
+        _join_or_end(worker, starting)
         with self._lock:
             if self._worker is worker and not worker.alive:
                 self._worker = self._starting = None
@@ -65,12 +65,8 @@ class SpareWorker:
         starts its own)."""
         with self._lock:
             worker, starting = self._worker, self._starting
-        if starting is not None:
-            starting.join(TAKE_WAIT_S)
-            if starting.is_alive() and worker is not None:
-                log.info("a spare cpu worker was not up after %.0f s: given up", TAKE_WAIT_S)
-                worker.interrupt()
-                starting.join()
+        if starting is not None and worker is not None:
+            _join_or_end(worker, starting)
         with self._lock:
             worker, self._worker, self._starting = self._worker, None, None
         return worker if worker is not None and worker.alive else None
@@ -95,3 +91,13 @@ class SpareWorker:
             closed = self._closed
         if closed:
             worker.close()
+
+
+def _join_or_end(worker: Worker, starting: threading.Thread) -> None:
+    """Wait for a spare's start, at most TAKE_WAIT_S; then end it (an interrupt that came before the process was
+    spawned ended nothing: it is sent again)."""
+    starting.join(TAKE_WAIT_S)
+    if starting.is_alive():
+        log.info("a spare cpu worker was not up after %.0f s: given up", TAKE_WAIT_S)
+        worker.interrupt()
+        starting.join()
