@@ -1,16 +1,14 @@
-"""The cpu backend's workers: one per candidate (its per-case libraries share it), kept stopped for its next turn,
-against none kept and against one per library, side by side.
+"""The cpu backend's workers: one per candidate (its per-case libraries share it) against one per library, side by side.
 
-    python -m benchmarks.cpu_worker_owner [--tasks sgemm examples/stencil] [--iterations 4] [--rounds 2]
+    python -m benchmarks.cpu_worker_owner [--tasks examples/stencil examples/matmul] [--iterations 4] [--rounds 2]
 
 A task with per-case ``size_defines`` builds a kernel library per case, and a worker per library meant a fresh
 jailed interpreter (about 0.25 s on a 2-core host) for every case of every evaluation: stencil's seven cases seven
 starts. Runs ``cudaopt optimize TASK --backend cpu --seed S`` (the tuner, its confirmation included; no report page)
-in a fresh process: as shipped; with no worker kept (a candidate's worker closed when another one's case comes, as
-before kept workers: a head-to-head's turns then start one each); and with the request's owner dropped as well
-(every library its own worker, as before owners); alternately, each in its own results folder. The kernel cache is
-warmed by a first, uncounted run, so g++ is out of the figures. Printed per task and way: the command's wall time
-in each round, their median, and the cpu workers it started.
+in a fresh process, as shipped and with the request's owner dropped (every library its own worker, as before),
+alternately, each in its own results folder. The kernel cache is warmed by a first, uncounted run, so g++ is out of
+the figures. Printed per task and way: the command's wall time in each round, their median, and the cpu workers
+it started.
 """
 
 from __future__ import annotations
@@ -26,14 +24,12 @@ from benchmarks.cpu_spare_worker import run
 # the engine's call with its last argument (the owner) left out: each library then keys its own worker
 PER_LIBRARY = ("import harness_tools.evaluation as e; _request = e.case_request; "
                "e.case_request = lambda *a: _request(*a[:8]); ")
-NONE_KEPT = ("from harness_tools.backends.cpu import parked_workers as p; "
-             "p.ParkedWorkers.park = lambda self, owner, worker: worker.close(); ")
-WAYS = {"per candidate, kept": "", "per candidate, none kept": NONE_KEPT, "per library, none kept": NONE_KEPT + PER_LIBRARY}
+WAYS = {"a worker per candidate": "", "a worker per library (before)": PER_LIBRARY}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="+", default=["sgemm", "examples/stencil"])
+    parser.add_argument("--tasks", nargs="+", default=["examples/stencil", "examples/matmul"])
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=20261206)
@@ -46,8 +42,9 @@ def main() -> int:
         run(task, args.iterations, args.seed, True, folder / f"{tag}-warm")  # builds every kernel the runs load
         rows: dict[str, list[tuple[float, int]]] = {way: [] for way in WAYS}
         for r in range(args.rounds):
-            for n, way in enumerate(list(WAYS) if r % 2 == 0 else list(reversed(WAYS))):
-                rows[way].append(run(task, args.iterations, args.seed, True, folder / f"{tag}-{n}-{r}", WAYS[way]))
+            for way in (list(WAYS) if r % 2 == 0 else list(reversed(WAYS))):
+                rows[way].append(run(task, args.iterations, args.seed, True, folder / f"{tag}-{len(way)}-{r}",
+                                     WAYS[way]))
         for way, results in rows.items():
             walls = " / ".join(f"{w:.2f}" for w, _ in results)
             print(f"| {task} | {way} | {walls} | {statistics.median(w for w, _ in results):.2f} | "

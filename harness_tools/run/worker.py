@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness_tools.errors import BackendUnavailable, WorkerDied, WorkerError, WorkerTimeout
-from harness_tools.run import cancellation, freezing, jail, messages
+from harness_tools.run import cancellation, jail, messages
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,6 @@ class Worker:
         self._from_child: int | None = None
         self.info: dict[str, Any] | None = None
         self.restarts = 0
-        self._frozen: list[int] = []  # the processes freeze() stopped
 
     @property
     def pid(self) -> int | None:
@@ -101,7 +100,6 @@ class Worker:
         """Send one request; raise WorkerTimeout or WorkerDied (the child is gone afterwards), or Cancelled when
         the current work (:mod:`~harness_tools.run.cancellation`) is cancelled: the child is killed at once."""
         cancellation.checkpoint()
-        self.thaw()  # a frozen worker answers nothing
         if not self.alive:
             if self._process is not None:
                 self.restarts += 1
@@ -132,20 +130,6 @@ class Worker:
             self.kill()
             raise WorkerDied(f"the worker answered with an unknown message kind {str(kind)[:40]!r}")
         return result
-
-    def freeze(self) -> bool:
-        """Stop the worker's interpreter, every thread in it, until :meth:`thaw` (:mod:`.freezing`); False: it could
-        not be stopped and runs on. Only between requests."""
-        if not self.alive or self._frozen:
-            return bool(self._frozen)
-        leaves = freezing.leaves(self._process.pid)
-        if leaves and freezing.stop(leaves):
-            self._frozen = leaves
-        return bool(self._frozen)
-
-    def thaw(self) -> None:
-        freezing.resume(self._frozen)
-        self._frozen = []
 
     def interrupt(self) -> None:
         """From another thread: end the process now; a start or call blocked on it fails and cleans up itself."""
@@ -180,10 +164,8 @@ class Worker:
                 except OSError:
                     pass
         self._to_child = self._from_child = None
-        self._frozen = []
 
     def close(self) -> None:
-        self.thaw()  # a stopped worker could not answer its exit
         if self._to_child is not None and self.alive:
             asked = time.monotonic()
             try:

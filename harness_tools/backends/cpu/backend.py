@@ -9,8 +9,7 @@ Who does what, for the jail's sake: this process builds each kernel (g++ in a ja
 only its build folder) and puts the library into the cache; the worker (jailed, the cache read-only)
 loads and runs it. A worker runs one candidate's kernels only: a candidate is native code, and threads it
 left behind must not see the next candidate's cases, so another candidate gets a fresh worker (about
-0.3 s; one is started ahead after each timed case: :mod:`.spare_worker`), or its own again: the workers of the
-last few candidates are kept, stopped, for a head-to-head's turns (:mod:`.parked_workers`). Its own kernels share one: a task with
+0.3 s; one is started ahead after each timed case: :mod:`.spare_worker`). Its own kernels share one: a task with
 per-case ``size_defines`` builds a library per case, and a worker per library made stencil's seven cases seven
 starts (54 workers in a 4-iteration run). The owner is the request's (:attr:`CaseRequest.owner`, the candidate's
 digest, which the engine sets); a request without one (the reference kernel, external tools) has its library
@@ -24,7 +23,6 @@ import os
 from harness_tools.backends.contract import CaseRequest, CaseRun, RaceReport
 from harness_tools.backends.cpu.build import build_kernel, cache_root, compiler, compiler_home, kernel_cache, runtime_library
 from harness_tools.backends.cpu.fault_lines import with_source_line
-from harness_tools.backends.cpu.parked_workers import ParkedWorkers
 from harness_tools.backends.cpu.spare_worker import SpareWorker
 from harness_tools.backends.cpu.translate import missing_constants, unsupported
 from harness_tools.backends.protocols import BackendTraits
@@ -34,7 +32,6 @@ from harness_tools.run.scratch import inputs_root, scratch_root
 from harness_tools.run.worker import Worker
 
 EXECUTOR = "harness_tools.backends.cpu.executor:CpuExecutor"
-LIBRARY = "library "  # the owner of a request that names none: its kernel library alone
 # Measured: GPU techniques (shared-memory tiles, warp shuffles, vector loads) ran 2.5-30x slower than a naive
 # kernel here, the reverse of a GPU's ranking.
 CPU_TIMING_NOTE = ("cpu backend: timings are CPU wall clock and rank CPU execution, not GPU speed (GPU techniques "
@@ -74,7 +71,6 @@ class CpuBackend(WorkerBackend):
         super().__init__(EXECUTOR, device, spec=worker_jail())
         self._owner: str | None = None  # whose kernels the current worker has run
         self._spare = SpareWorker(self._worker)
-        self._parked = ParkedWorkers()
 
     def run_case(self, request: CaseRequest, timeout_s: float) -> CaseRun:
         refused = unsupported(request.source)
@@ -87,14 +83,11 @@ class CpuBackend(WorkerBackend):
         build = build_kernel(request)
         if not build.ok:
             return CaseRun(status="launch_error", error="CPU_COMPILE_ERROR", message=f"g++ rejected the kernel:\n{build.log}")
-        owner = request.owner or f"{LIBRARY}{build.path}"
-        if self._owner not in (None, owner):  # never the last candidate's worker: its own, kept, or a fresh one
+        owner = request.owner or f"library {build.path}"
+        if self._owner not in (None, owner):  # a fresh worker: nothing of the last candidate's code survives
             last = self._worker
-            self._worker = self._parked.take(owner) or self._spare.take() or Worker(EXECUTOR, last.device, last.spec)
-            if self._owner.startswith(LIBRARY):  # no candidate will ask for it again
-                last.close()
-            else:
-                self._parked.park(self._owner, last)
+            self._worker = self._spare.take() or Worker(EXECUTOR, last.device, last.spec)
+            last.close()
         self._owner = owner
         if request.timing is not None:
             self._spare.quiet()  # no interpreter starting beside timed launches
@@ -107,7 +100,6 @@ class CpuBackend(WorkerBackend):
 
     def close(self) -> None:
         self._spare.close()
-        self._parked.close()
         super().close()
 
     def race_check(self, request: CaseRequest, timeout_s: float) -> RaceReport:

@@ -206,27 +206,3 @@ static void* jx_looter(void*) {{
 """
     payload = "    unsigned long th;\n    JX_PRINTF(\"looter %d\\n\", pthread_create(&th, nullptr, jx_looter, nullptr));"
     return extra, payload
-
-
-def ticker_thread(seconds: int = 30) -> tuple[str, str]:
-    """(extra, payload): a thread that stays in the worker, wakes every millisecond and prints "jx-ticker gap N ms"
-    to the worker's output whenever it was kept from running for over 20 ms."""
-    extra = f"""
-static double jx_now_ms() {{ timespec t; clock_gettime(1, &t); return t.tv_sec * 1e3 + t.tv_nsec / 1e6; }}
-static void* jx_ticker(void*) {{
-    double last = jx_now_ms();
-    for (long k = 0; k < {seconds} * 1000L; ++k) {{
-        usleep(1000);
-        double now = jx_now_ms();
-        if (now - last > 20) {{
-            char line[64];
-            int n = snprintf(line, sizeof line, "jx-ticker gap %.1f ms\\n", now - last);
-            if (n > 0) write(1, line, n);
-        }}
-        last = now;
-    }}
-    return nullptr;
-}}
-"""
-    payload = "    unsigned long th;\n    JX_PRINTF(\"ticker %d\\n\", pthread_create(&th, nullptr, jx_ticker, nullptr));"
-    return extra, payload

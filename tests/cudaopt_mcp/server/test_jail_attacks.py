@@ -510,30 +510,6 @@ def test_candidate_code_does_not_outlive_its_evaluation(stdio):
         stdio.reset_worker()
 
 
-def test_a_kept_worker_runs_nothing_while_another_candidate_runs(stdio):
-    """The cpu backend keeps the workers of recent candidates for their own next evaluation: stopped, so that a thread
-    a kernel left (looting, or burning the cores other candidates are timed on) runs nothing meanwhile. A ticker
-    thread, woken when its own candidate is evaluated again (in a third run), says it missed the other run's turn."""
-    attacker, victim, again = stdio.run_id(fresh=True), stdio.run_id(fresh=True), stdio.run_id(fresh=True)
-    try:
-        extra, payload = kit.ticker_thread()
-        ticker = kit.kernel(payload, extra=extra, to_output=False)
-        mark = len(stdio.stderr_text())
-        assert stdio.attack(ticker, run_id=attacker).result.get("correct")
-        assert "ticker 0" in stdio.stderr_text()[mark:]  # the thread started
-        started = time.monotonic()
-        assert stdio.attack(kit.baseline(), run_id=victim).result.get("correct")
-        theirs_ms = (time.monotonic() - started) * 1e3
-        mark = len(stdio.stderr_text())
-        assert stdio.attack(ticker, run_id=again).result.get("correct")  # the same code: its kept worker, woken
-        time.sleep(0.2)
-        gaps = [float(g) for g in re.findall(r"jx-ticker gap ([0-9.]+) ms", stdio.stderr_text()[mark:])]
-        assert gaps and max(gaps) > 0.5 * theirs_ms, (f"the kept worker's thread ran while another run's evaluation "
-                                                      f"took {theirs_ms:.0f} ms (its gaps: {gaps})")
-    finally:
-        stdio.reset_worker()
-
-
 FLOOD_MB = 24
 
 
