@@ -89,7 +89,6 @@ from tests.cudaopt_mcp.jail_attack_kit.worker_attacks import (
     macro_explosion,
     nested_answer,
     swap_outputs_for_links,
-    ticker_thread,
     twin_toctou,
 )
 
@@ -149,7 +148,6 @@ __all__ = [
     "server_env",
     "stdio_session",
     "swap_outputs_for_links",
-    "ticker_thread",
     "system_and_popen",
     "twin_task",
     "twin_toctou",
