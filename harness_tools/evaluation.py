@@ -18,6 +18,7 @@ and how much there is).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -201,6 +202,13 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
     return result
 
 
+def _owner(task: Task, candidate: Candidate) -> str:
+    """Whose code a case request runs (:attr:`CaseRequest.owner`): the candidate before per-case defines, with the
+    task's case names, so that its hidden cases (a task of their own) never share a worker with its visible ones."""
+    cases = hashlib.sha256(",".join(c.name for c in task.spec.cases).encode()).hexdigest()[:12]
+    return f"{candidate.digest()}:{cases}"
+
+
 def compile_budget(left_s: float) -> float:
     """Seconds a compile may take with ``left_s`` of the budget left: no more than the compiler's default."""
     from harness_tools.compile.child import DEFAULT_TIMEOUT_S
@@ -233,7 +241,7 @@ class _CaseRunner:
                 f"not run: the evaluation's budget of {self.config.timeout_s:g} s (timeout_s) was spent before this "
                 "case started; give a larger timeout_s or fewer cases (roles)")
             return base
-        owner = candidate.digest()  # the candidate's, not its per-case variant's: one owner for all its cases
+        owner = _owner(self.task, candidate)
         try:
             candidate = for_case(candidate, self.task, case.sizes)
             candidate.launch_plan(case.sizes, self.max_shared)  # before any input is drawn
