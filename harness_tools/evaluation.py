@@ -18,7 +18,6 @@ and how much there is).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,7 +29,7 @@ from pydantic import BaseModel, Field
 from harness_tools.backends import ExecutionBackend, RaceChecker
 from harness_tools.backends.contract import ArgSpec, CaseRequest, CaseRun, DeviceInfo, RaceReport
 from harness_tools.backends.environment import Environment, read_clocks
-from harness_tools.check.case_request import case_arguments, case_inputs, case_request, placement_for
+from harness_tools.check.case_request import case_arguments, case_inputs, case_request, placement_for, request_owner
 from harness_tools.check.compare import OutputComparison, compare, keep_largest_maps, mismatch_message
 from harness_tools.check.custom_check import custom_check_failure, judged_by_check
 from harness_tools.check.device_compare import DEVICE_COMPARE_MIN_BYTES, Once, compared_on_device, device_checks_for, with_checks
@@ -202,13 +201,6 @@ def evaluate(task: Task, candidate: Candidate, backend: ExecutionBackend,
     return result
 
 
-def _owner(task: Task, candidate: Candidate) -> str:
-    """Whose code a case request runs (:attr:`CaseRequest.owner`): the candidate before per-case defines, with the
-    task's case names, so that its hidden cases (a task of their own) never share a worker with its visible ones."""
-    cases = hashlib.sha256(",".join(c.name for c in task.spec.cases).encode()).hexdigest()[:12]
-    return f"{candidate.digest()}:{cases}"
-
-
 def compile_budget(left_s: float) -> float:
     """Seconds a compile may take with ``left_s`` of the budget left: no more than the compiler's default."""
     from harness_tools.compile.child import DEFAULT_TIMEOUT_S
@@ -241,7 +233,7 @@ class _CaseRunner:
                 f"not run: the evaluation's budget of {self.config.timeout_s:g} s (timeout_s) was spent before this "
                 "case started; give a larger timeout_s or fewer cases (roles)")
             return base
-        owner = _owner(self.task, candidate)
+        owner = request_owner(self.task, candidate)  # before per-case defines: one owner for all its cases
         try:
             candidate = for_case(candidate, self.task, case.sizes)
             candidate.launch_plan(case.sizes, self.max_shared)  # before any input is drawn

@@ -170,8 +170,9 @@ class CaseRequest(BaseModel):
     timing: TimingPlan | None = None
     placement: Placement = Field("tail", description="where buffers sit: 'guard' ends each at an inaccessible page "
                                  "(validation), 'tail' keeps cudaMalloc's alignment with a checked tail (timing)")
-    owner: str = Field("", description="whose code this is: the candidate's digest before per-case defines, set by "
-                       "the engine (a cpu worker runs one owner's kernels only); empty: this request's kernel alone")
+    owner: str = Field("", description="whose code this is: the candidate before per-case defines and the task's "
+                       "cases (check.case_request.request_owner; a cpu worker runs one owner's kernels only); empty: "
+                       "this request's kernel alone")
 
 
 class CaseRun(BaseModel):

@@ -59,6 +59,13 @@ def case_request(candidate: Candidate, compiled: CompileResult | None, sizes: di
                        owner=owner)
 
 
+def request_owner(task: Task, candidate: Candidate) -> str:
+    """Whose code ``candidate``'s requests run (:attr:`CaseRequest.owner`): its digest before per-case defines, with
+    ``task``'s case names, so that its hidden cases (a task of their own) never share a worker with its visible ones."""
+    cases = hashlib.sha256(",".join(c.name for c in task.spec.cases).encode()).hexdigest()[:12]
+    return f"{candidate.digest()}:{cases}"
+
+
 def _argument(ref: ArgRef, field: str, args: list[ArgSpec], index: dict[str, int], names: dict[str, Number]) -> int:
     """Index of the argument ``ref`` names (a computed scalar is appended to ``args``)."""
     if isinstance(ref, ScalarValue):

@@ -11,9 +11,9 @@ loads and runs it. A worker runs one candidate's kernels only: a candidate is na
 left behind must not see the next candidate's cases, so another candidate gets a fresh worker (about
 0.3 s; one is started ahead after each timed case: :mod:`.spare_worker`). Its own kernels share one: a task with
 per-case ``size_defines`` builds a library per case, and a worker per library made stencil's seven cases seven
-starts (54 workers in a 4-iteration run). The owner is the request's (:attr:`CaseRequest.owner`, the candidate's
-digest, which the engine sets); a request without one (the reference kernel, external tools) has its library
-alone. Race-check executables are built and run here, each in a jail of its own.
+starts (54 workers in a 4-iteration run). The owner is the request's (:attr:`CaseRequest.owner`, which the engine
+sets: the candidate, apart for its hidden cases); a request without one (the reference kernel, external tools) has
+its library alone. Race-check executables are built and run here, each in a jail of its own.
 """
 
 from __future__ import annotations

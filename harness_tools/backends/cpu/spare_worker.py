@@ -40,13 +40,6 @@ class SpareWorker:
                                               daemon=True)
             self._starting.start()
 
-    def settle(self) -> None:
-        """Wait until a spare on its way is up (or has failed)."""
-        with self._lock:
-            starting = self._starting
-        if starting is not None:
-            starting.join()
-
     def quiet(self) -> None:
         """Before timed launches on the current worker: a spare still starting is stopped, not waited for (a task
         with several performance cases times them one after the other; the last one's end starts it again)."""
