@@ -22,7 +22,7 @@ from pathlib import Path
 from benchmarks.cpu_spare_worker import run
 
 # the engine's call with its last argument (the owner) left out: each library then keys its own worker
-PER_LIBRARY = ("import harness_tools.evaluation as e; _request = e.case_request; "
+PER_LIBRARY = ("import harness_tools.evaluation.case_runner as e; _request = e.case_request; "
                "e.case_request = lambda *a: _request(*a[:8]); ")
 WAYS = {"a worker per candidate": "", "a worker per library (before)": PER_LIBRARY}
 

@@ -12,6 +12,8 @@ the same computation (docs/oracle.md, "comparing on the device").
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from collections.abc import Callable, Mapping
 from typing import Generic, TypeVar
 
@@ -34,14 +36,36 @@ T = TypeVar("T")
 
 
 class Once(Generic[T]):
-    """A value computed on first call, then kept (the oracle: needed by the host comparison only)."""
+    """A value computed on first call, then kept (the oracle: needed by the host comparison only). Started
+    :meth:`meanwhile`, it is computed on a thread of its own while the caller goes on, and a call waits for it."""
 
     def __init__(self, make: Callable[[], T]):
         self._make, self._done, self._value = make, False, None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def meanwhile(self) -> None:
+        """Compute it now on another thread (in the caller's context: its cancellation token included)."""
+        if self._thread is None and not self._done:
+            context = contextvars.copy_context()
+            self._thread = threading.Thread(target=context.run, args=(self._compute,), name="cudaopt-oracle",
+                                            daemon=True)
+            self._thread.start()
+
+    def _compute(self) -> None:
+        try:
+            self._value = self._make()
+        except BaseException as exc:  # noqa: BLE001 - raised again to whoever asks for the value
+            self._error = exc
+        self._done = True
 
     def __call__(self) -> T:
-        if not self._done:
-            self._value, self._done = self._make(), True
+        if self._thread is not None:
+            self._thread.join()
+        elif not self._done:
+            self._compute()
+        if self._error is not None:
+            raise self._error
         return self._value  # type: ignore[return-value]
 
 

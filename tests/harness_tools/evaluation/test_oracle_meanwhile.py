@@ -1,0 +1,119 @@
+"""A case's host oracle is computed while the backend runs the case, unless the host's cores are the backend's clock.
+
+The reference below returns the right outputs only if the case's run has started by the time it is computed (it
+waits a while for that): an evaluation whose oracle overlaps the run passes, one that computes the oracle first
+fails with a mismatch. Real cpu workers and g++; the overlapping backend is the cpu backend registered with its
+traits saying its clock is not the host's (as the cuda backend's is not).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from harness_tools import EvaluationConfig, create_backend, evaluate
+from harness_tools.backends import register
+from harness_tools.backends.cpu.backend import CpuBackend
+from harness_tools.errors import TaskSpecError
+from harness_tools.task import candidate as candidates
+from harness_tools.task.loading import load_task
+
+FLAG = "CUDAOPT_TEST_RUN_STARTED"  # where the backend marks that a case's run has started
+
+SCALE = ('extern "C" __global__ void scale(const float* x, float* y, int n) {\n'
+         "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 3.0f * x[i];\n}\n")
+REFERENCE = '''
+import os, time
+from pathlib import Path
+
+
+def reference(inputs, sizes):
+    flag, deadline = Path(os.environ["CUDAOPT_TEST_RUN_STARTED"]), time.monotonic() + WAIT_S
+    while not flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if RAISE:
+        raise ValueError("the reference's own bug")
+    return {"y": 3.0 * inputs["x"] + (0.0 if flag.exists() else 1.0)}
+'''
+
+
+class OffHostClock(CpuBackend):
+    """The cpu backend as a plugin whose clock is not the host's cores, marking when each case starts to run."""
+
+    name = "cpu-off-host-clock"
+    traits = CpuBackend.traits.model_copy(update={"buffers_in_host_memory": False})
+
+    def run_case(self, request, timeout_s):
+        Path(os.environ[FLAG]).touch()
+        return super().run_case(request, timeout_s)
+
+
+register("cpu-off-host-clock", f"{__name__}:OffHostClock")
+
+
+def _task(folder: Path, wait_s: float, raises: bool = False):
+    spec = {
+        "name": "scale", "description": "y = 3x", "kernel_name": "scale", "sizes": ["n"],
+        "params": [{"kind": "buffer", "name": "x", "dtype": "float32", "shape": ["n"], "role": "in"},
+                   {"kind": "buffer", "name": "y", "dtype": "float32", "shape": ["n"], "role": "out"},
+                   {"kind": "scalar", "name": "n", "dtype": "int32", "value": "n"}],
+        "cases": [{"name": "v", "role": "validation", "sizes": {"n": 1001}}],
+        "reference": {"kind": "numpy", "file": "reference.py", "function": "reference"},
+        "tolerance": {"float32": {"atol": 0, "rtol": 1e-6}},
+        "baseline": {"source": "scale.cu", "launch": {"grid": ["ceil_div(n, 256)"], "block": [256]}},
+    }
+    folder.mkdir()
+    (folder / "scale.cu").write_text(SCALE)
+    (folder / "reference.py").write_text(f"WAIT_S = {wait_s}\nRAISE = {raises}\n" + REFERENCE)
+    (folder / "task.json").write_text(json.dumps(spec))
+    return load_task(folder)
+
+
+@pytest.fixture
+def flag(tmp_path, monkeypatch):
+    path = tmp_path / "run-started"
+    monkeypatch.setenv(FLAG, str(path))
+    return path
+
+
+def _evaluate(task, backend_name: str, seed: int):
+    backend = create_backend(backend_name)
+    try:
+        cand = candidates.from_kernel_source(task, task.spec.baseline, SCALE)
+        return evaluate(task, cand, backend, EvaluationConfig(seed=seed, roles=["validation"], timing=None))
+    finally:
+        backend.close()
+
+
+def test_the_oracle_is_computed_while_the_case_runs(tmp_path, flag):
+    result = _evaluate(_task(tmp_path / "task", wait_s=30), "cpu-off-host-clock", seed=11)
+    assert result.correct, result.failure  # the oracle saw the run start: it was being computed meanwhile
+    assert result.overhead.reference_ms < 30_000
+
+
+def test_on_the_host_clock_the_oracle_comes_first(tmp_path, flag):
+    """The cpu backend times on the host's cores: nothing of ours computes beside its case."""
+    result = _evaluate(_task(tmp_path / "task", wait_s=0.5), "cpu", seed=12)
+    assert not result.correct and result.cases[0].status == "mismatch"  # computed before the run began
+
+
+def test_a_reference_that_fails_meanwhile_still_fails_the_evaluation(tmp_path, flag):
+    with pytest.raises(TaskSpecError, match="the reference's own bug"):
+        _evaluate(_task(tmp_path / "task", wait_s=0, raises=True), "cpu-off-host-clock", seed=13)
+
+
+def test_the_oracle_thread_keeps_the_callers_context(tmp_path, flag):
+    """It runs in a copy of the caller's context (so a cancellation token set for the evaluation reaches it)."""
+    import contextvars
+
+    from harness_tools.check.device_compare import Once
+
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="unset")
+    marker.set("the caller's")
+    seen = Once(lambda: (marker.get(), threading.current_thread().name))
+    seen.meanwhile()
+    assert seen() == ("the caller's", "cudaopt-oracle")
