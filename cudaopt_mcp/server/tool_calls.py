@@ -17,7 +17,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ResourceLink, TextContent, ToolAnnotations
-from pydantic import BaseModel, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from cudaopt_mcp.service.state import ServerState
 from harness_tools import HarnessError
@@ -163,6 +163,9 @@ def _refuse_unknown_arguments(server: MCPServer, name: str) -> None:
     accepted = sorted(field.alias or field_name for field_name, field in base.model_fields.items())
 
     class KnownArgumentsOnly(base):  # type: ignore[valid-type,misc]
+        # built on the tool's first call, not at the server's start: a headless run calls few of the tools
+        model_config = ConfigDict(**base.model_config, defer_build=True)
+
         @model_validator(mode="before")
         @classmethod
         def _known_only(cls, data: Any) -> Any:
