@@ -13,7 +13,7 @@ import anyio
 
 from harness_tools.task.loading import BUNDLED_DIR
 from tests.cudaopt_mcp.server.test_mcp_server import call, client, text
-from tests.harness_tools.test_evaluation_limits import SPIN, big_task
+from tests.harness_tools.evaluation.test_evaluation_limits import SPIN, big_task
 
 TRANSPOSE_SPEC = json.loads((BUNDLED_DIR / "transpose" / "task.json").read_text())
 TRANSPOSE_FILES = {name: (BUNDLED_DIR / "transpose" / name).read_text() for name in ("baseline.cu", "reference.py", "tuned.cu")}
