@@ -17,10 +17,12 @@ import pytest
 from cudaopt_mcp.api import TaskSummary
 from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
 from cudaopt_mcp.client.proposers import Proposer, create_proposer
+from cudaopt_mcp.client.proposers.model_search import nearest_reaching
 from cudaopt_mcp.service.views import task_summary
 from harness_tools.errors import ExpressionError
 from harness_tools.task.expressions import evaluate_expression
 from harness_tools.task.loading import resolve_task
+from harness_tools.task.tunable_space import TunableSpace
 
 NARROW = {"BM": [64, 256], "BN": [64, 128], "BK": [8, 32], "TM": [4, 8], "TN": [4, 8], "MINB": [1, 3],
           "WIDE_MIN": [-1]}  # 35 of 64 valid
@@ -315,15 +317,53 @@ def test_on_a_measured_landscape_the_tuner_makes_the_moves_one_parameter_at_a_ti
     assert reached >= 7, f"within 3 % of the best in {reached} of 12 seeds"
 
 
+def test_a_value_its_constraints_tie_to_others_is_reached_with_the_fewest_other_changes():
+    """sgemm's WIDE_MIN other than -1 needs MINB 1 (and TN 8): from a best with MINB 2 no one-parameter change reaches
+    it, so the nearest untried configurations that have it are offered instead, each one change more."""
+    task = sgemm()
+    space = TunableSpace(task.tunables, task.tunable_constraints)
+    best = space.key(DEFAULTS)
+    untried = [c for c in space.valid() if c != best]
+    reached = [space.as_dict(c) for c in nearest_reaching(space, best, untried)]
+    wide = [t for t in reached if t["WIDE_MIN"] != -1]
+    assert {t["WIDE_MIN"] for t in wide} == {0, 128}
+    for t in reached:
+        assert satisfies(t, task)
+        assert sum(t[k] != DEFAULTS[k] for k in DEFAULTS) >= 2  # none is a one-parameter change
+    assert all(t["MINB"] == 1 and sum(t[k] != DEFAULTS[k] for k in DEFAULTS) == 2 for t in wide)
+    assert nearest_reaching(space, best, []) == []
+
+
+def test_on_single_sgemm_shapes_every_seed_gets_within_3_percent_in_60_evaluations():
+    """The H200's sgemm table, two shapes whose best needs WIDE_MIN 0 (a value a constraint ties to MINB 1). With the
+    nearest configurations that reach such values, all of seeds 0-17 got within 3 % of the best within 60
+    evaluations on both shapes when this test was written; without them 31 of the 36 runs (seeds 3, 4, 13, 14 and 17
+    did not)."""
+    document = json.loads(gzip.decompress((ROOT / "benchmarks" / "tables" / "table_sgemm.json.gz").read_bytes()))
+    missed = []
+    for shape in ("perf_1024x8192x4096", "perf_8192x2048x1024"):
+        medians = {key(p["tunables"]): p["case_medians_ms"][shape] for p in document["points"]}
+        target = 1.03 * min(medians.values())
+        for seed in range(18):
+            loop = Loop(sgemm(), max_iterations=60, score=lambda t, medians=medians: medians[key(t)])
+            loop.run(tuner(seed), 60)
+            if min(medians[key(p.tunables)] for p in loop.proposals) > target:
+                missed.append((shape, seed))
+    assert not missed, f"not within 3 % in 60 evaluations: {missed}"
+
+
 def test_a_failed_configuration_is_told_to_the_model_and_it_steers_away():
     """Failures count as the worst score: with every TM=8 point failing, the model proposes fewer of them."""
     task = sgemm()
-    loop = Loop(task, max_iterations=60, score=lambda t: failed(t) if t["TM"] == 8 else bowl(t))
-    assert loop.run(tuner(seed=5), 60) is None
-    # Half of the 203 valid configurations have TM=8, so uniform picks would make about 15 of the last 30; the
-    # model made 8-12 with seeds 0-7 (the best's TM=8 neighbours are still tried once each).
-    late = [p.tunables["TM"] for p in loop.proposals[30:]]
-    assert late.count(8) <= 12
+    late = 0
+    for seed in range(4):
+        loop = Loop(task, max_iterations=60, score=lambda t: failed(t) if t["TM"] == 8 else bowl(t))
+        assert loop.run(tuner(seed=seed), 60) is None
+        late += [p.tunables["TM"] for p in loop.proposals[30:]].count(8)
+    # Half of the 203 valid configurations have TM=8, so uniform picks would make about 60 of the last 4 x 30. When
+    # this test was written the model made 46 (13, 10, 13, 10 per seed), and 56 with its failures left out of the
+    # data; before the nearest configurations reaching tied values (model_search.nearest_reaching) it made 39.
+    assert late <= 50
 
 
 def test_the_same_seed_proposes_the_same_sequence():
