@@ -27,7 +27,7 @@ SLOW_PATHS = ("tests/cudaopt_mcp/server/", "tests/cudaopt_mcp/cli/", "tests/cuda
               "tests/harness_tools/backends/", "tests/harness_tools/compile/test_compile_pool.py",
               "tests/harness_tools/compile/test_disk_cache.py", "tests/cudaopt_mcp/test_api_uris.py",
               "tests/harness_tools/tasks/", "tests/harness_tools/test_kernel_programs.py",
-              "tests/harness_tools/test_evaluation_limits.py", "tests/cudaopt_mcp/report/")
+              "tests/harness_tools/evaluation/", "tests/cudaopt_mcp/report/")
 SLOW_NAMES = ("cli", "cudaopt_", "mcp")  # tests that start the CLI or a server as a process
 
 

@@ -117,3 +117,39 @@ def test_the_oracle_thread_keeps_the_callers_context(tmp_path, flag):
     seen = Once(lambda: (marker.get(), threading.current_thread().name))
     seen.meanwhile()
     assert seen() == ("the caller's", "cudaopt-oracle")
+
+
+COUNTING_REFERENCE = '''
+import os
+from pathlib import Path
+
+
+def reference(inputs, sizes):
+    with Path(os.environ["CUDAOPT_TEST_ORACLE_CALLS"]).open("a") as calls:
+        calls.write("called\\n")
+    return {"y": 3.0 * inputs["x"]}
+'''
+
+
+@pytest.mark.gpu
+def test_an_oracle_all_compared_on_the_device_is_not_computed_again(cuda_backend, tmp_path, monkeypatch):
+    """Once a case's oracle is held in its device form, an evaluation that compares every output on the device
+    computes nothing on the host: not before the run, and not while it runs (the oracle cache keeps nothing here)."""
+    from harness_tools.check import reference
+
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("CUDAOPT_TEST_ORACLE_CALLS", str(calls))
+    monkeypatch.setattr(reference.CACHE, "max_bytes", 0)
+    task = _task(tmp_path / "task", wait_s=0)
+    (task.folder / "reference.py").write_text(COUNTING_REFERENCE)
+    task = load_task(task.folder)
+    cand = candidates.from_kernel_source(task, task.spec.baseline, SCALE)
+    config = EvaluationConfig(seed=14, roles=["validation"], timing=None, verify="device")
+    first = evaluate(task, cand, cuda_backend, config)
+    assert first.correct, first.failure
+    if not first.cases[0].run.comparisons:
+        pytest.skip("this GPU's outputs are compared on the host (its kernels can read pageable host memory)")
+    assert calls.read_text().count("called") == 1
+    again = evaluate(task, cand, cuda_backend, config)
+    assert again.correct, again.failure
+    assert calls.read_text().count("called") == 1, "the oracle was computed again"
