@@ -3,19 +3,21 @@ process on the log scores (:mod:`.gaussian_process`) ranks untried configuration
 
 The ranked ones are the best configuration's neighbours (one parameter changed) and the untried mixes of the three
 best (each parameter taken from one of them) while any is untried, else every untried one (a random sample of them
-in a very large space). Once every valid neighbour is tried, a value that no one-parameter change can reach because
-a constraint ties it to other parameters is reached by the untried configurations that differ least from the best
-(sgemm: WIDE_MIN other than -1 needs MINB 1 and TN 8): from a best with MINB 2 the neighbour search never tried it,
-and on two of sgemm's three shapes its best needs it. Replayed on the kept sgemm table (200 seeds, budget 60), the
-single shapes' median evaluations to within 3 % went from 27 / 15 / 27 (166 / 195 / 184 seeds getting there) to
-23.5 / 15 / 23 (198 / 200 / 199), the score unchanged at 13 (200 / 200). Its cost: where half the space fails, a few
-more failing configurations are proposed late (test_tuner's steering test: 39 of 120 late proposals before, 46). The mixes make the two- and three-parameter moves a one-parameter search cannot: on sgemm,
+in a very large space). The mixes make the two- and three-parameter moves a one-parameter search cannot: on sgemm,
 the best tile needs MINB and WIDE_MIN changed together from where the neighbours lead. Replayed on the H200's
 sgemm table (60 seeds, budget 60), the median evaluations to within 3 % of the best per shape went from 32 / 16 /
 39 (neighbours only) to 26.5 / 16 / 21, and the seeds that never got there from 20 / 5 / 12 to 9 / 2 / 3; the
 score (the three shapes' geomean) from 12 to 13. A failed configuration and one still being evaluated count as
 the worst score so far, so every tried point informs the model and none is proposed next to a pending one by
 mistake.
+
+Once every valid neighbour is tried, a value that no one-parameter change can reach because a constraint ties it to
+other parameters is reached by the untried configurations that differ least from the best (sgemm: WIDE_MIN other
+than -1 needs MINB 1 and TN 8, so from a best with MINB 2 no neighbour has it, and two of sgemm's three shapes have
+their best there). Replayed on the kept sgemm table (200 seeds, budget 60), the single shapes' median evaluations
+to within 3 % went from 27 / 15 / 27 (166 / 195 / 184 seeds getting there) to 23.5 / 15 / 23 (198 / 200 / 199), the
+score unchanged at 13 (200 / 200). Its cost: where half the space fails, a few more failing configurations are
+proposed late (test_tuner's steering test: 46 of 120 late proposals, 39 before).
 """
 
 from __future__ import annotations
