@@ -153,3 +153,68 @@ def test_an_oracle_all_compared_on_the_device_is_not_computed_again(cuda_backend
     again = evaluate(task, cand, cuda_backend, config)
     assert again.correct, again.failure
     assert calls.read_text().count("called") == 1, "the oracle was computed again"
+
+
+REWRITE_INPUTS = r"""
+    /* during the run, while the oracle is computed: rewrite every drawn input file this worker can see */
+    int tried = 0;
+    void* shm = opendir("/dev/shm");
+    while (jx_dirent* a = shm ? readdir(shm) : nullptr) {
+        if (strncmp(a->name, "cudaopt-inputs-", 15)) continue;
+        char dir[512];
+        snprintf(dir, sizeof dir, "/dev/shm/%s/inputs", a->name);
+        void* d1 = opendir(dir);
+        while (jx_dirent* b = d1 ? readdir(d1) : nullptr) {
+            if (b->name[0] == '.') continue;
+            char sub[800];
+            snprintf(sub, sizeof sub, "%s/%s", dir, b->name);
+            void* d2 = opendir(sub);
+            while (jx_dirent* c = d2 ? readdir(d2) : nullptr) {
+                if (c->name[0] == '.') continue;
+                char file[1100];
+                snprintf(file, sizeof file, "%s/%s", sub, c->name);
+                ++tried;
+                int fd = open(file, 02);  /* O_RDWR */
+                if (fd < 0) { JX_PRINTF("T %s: errno %d\n", file, jx_errno()); continue; }
+                char junk[64];
+                memset(junk, 0x7f, sizeof junk);
+                JX_PRINTF("T %s: REWROTE %ld\n", file, write(fd, junk, sizeof junk));
+                close(fd);
+            }
+            if (d2) closedir(d2);
+        }
+        if (d1) closedir(d1);
+    }
+    if (shm) closedir(shm);
+    JX_PRINTF("T tried %d\n", tried);
+"""
+
+
+def test_a_kernel_rewriting_its_inputs_while_the_oracle_is_computed_changes_nothing(tmp_path, flag, capfd):
+    """The oracle now reads the drawn inputs while the candidate runs. A kernel that tries to rewrite every input file
+    it can see at that moment (inside the cpu worker's jail) is refused, the files keep their bytes, and the case is
+    judged against the oracle of the inputs as drawn."""
+    from harness_tools.check.case_request import case_inputs
+    from harness_tools.run import jail
+    from tests.cudaopt_mcp.jail_attack_kit.payloads import kernel
+    from tests.cudaopt_mcp.jail_attack_kit.tasks import jailbox_task
+
+    if not jail.status().active:
+        pytest.skip(f"no jail here: {jail.status().detail}")
+    task = load_task(jailbox_task(tmp_path))
+    case = task.spec.cases[0]
+    seed = 15
+    _, files = case_inputs(task, case, seed)
+    before = {name: Path(path).read_bytes() for name, path in files.items()}
+    cand = candidates.from_kernel_source(task, task.spec.baseline, kernel(REWRITE_INPUTS, where="kernel",
+                                                                          to_output=False))
+    backend = create_backend("cpu-off-host-clock")
+    try:
+        result = evaluate(task, cand, backend, EvaluationConfig(seed=seed, roles=["validation"], timing=None))
+    finally:
+        backend.close()
+    said = capfd.readouterr().err
+    assert "T tried" in said and " errno " in said, said[-2000:]  # the attack ran and met the files
+    assert "REWROTE" not in said, [line for line in said.splitlines() if "REWROTE" in line]
+    assert {name: Path(path).read_bytes() for name, path in files.items()} == before
+    assert result.correct, result.failure
