@@ -22,7 +22,7 @@ atexit.register(shutil.rmtree, os.environ["CUDAOPT_CUBIN_CACHE"], True)
 # in about a minute on two cores (README).
 SLOW_FIXTURES = {"cpu_backend", "cuda_backend"}
 SLOW_PATHS = ("tests/cudaopt_mcp/server/", "tests/cudaopt_mcp/cli/", "tests/cudaopt_mcp/service/", "tests/examples/",
-              "tests/cudaopt_mcp/client/test_optimize.py", "tests/cudaopt_mcp/client/test_tuner.py",
+              "tests/cudaopt_mcp/client/test_optimize.py", "tests/cudaopt_mcp/client/test_tuner",
               "tests/cudaopt_mcp/client/test_llm_proposer.py", "tests/harness_tools/run/", "tests/harness_tools/inspect/",
               "tests/harness_tools/backends/", "tests/harness_tools/compile/test_compile_pool.py",
               "tests/harness_tools/compile/test_disk_cache.py", "tests/cudaopt_mcp/test_api_uris.py",

@@ -5,112 +5,23 @@ Contexts come from the real bundled tasks; a score function of the parameters st
 
 from __future__ import annotations
 
-import gzip
-import itertools
-import json
-import math
-from collections.abc import Callable
-from pathlib import Path
-
 import pytest
 
-from cudaopt_mcp.api import TaskSummary
-from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal, ProposalContext, ProposerSettings
-from cudaopt_mcp.client.proposers import Proposer, create_proposer
-from cudaopt_mcp.client.proposers.model_search import nearest_reaching
-from cudaopt_mcp.service.views import task_summary
-from harness_tools.errors import ExpressionError
-from harness_tools.task.expressions import evaluate_expression
-from harness_tools.task.loading import resolve_task
-from harness_tools.task.tunable_space import TunableSpace
-
-NARROW = {"BM": [64, 256], "BN": [64, 128], "BK": [8, 32], "TM": [4, 8], "TN": [4, 8], "MINB": [1, 3],
-          "WIDE_MIN": [-1]}  # 35 of 64 valid
-ROOT = Path(__file__).resolve().parents[3]
-OPTIMUM = {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "MINB": 1, "WIDE_MIN": 128}  # a valid sgemm configuration
-DEFAULTS = {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8, "MINB": 2, "WIDE_MIN": -1}  # sgemm's tuned.cu #ifndef values
-
-
-def sgemm() -> TaskSummary:
-    return task_summary(resolve_task("sgemm"), "run-test")
-
-
-def bowl(tunables: dict[str, int]) -> float:
-    """Milliseconds, lowest at OPTIMUM (1.0), growing with the log2 distance from it (and 1 for another WIDE_MIN)."""
-    return (1.0 + sum(math.log2(tunables[k] / OPTIMUM[k]) ** 2 for k in OPTIMUM if k != "WIDE_MIN")
-            + (tunables["WIDE_MIN"] != OPTIMUM["WIDE_MIN"]))
-
-
-def satisfies(tunables: dict[str, int], task: TaskSummary) -> bool:
-    """Checked independently of the tuner: in the value lists, and every constraint evaluates to true."""
-    if set(tunables) != set(task.tunables) or any(v not in task.tunables[k] for k, v in tunables.items()):
-        return False
-    try:
-        return all(bool(evaluate_expression(c, tunables)) for c in task.tunable_constraints)
-    except ExpressionError:
-        return False
-
-
-def all_valid(task: TaskSummary) -> set[tuple[int, ...]]:
-    names = list(task.tunables)
-    return {combo for combo in itertools.product(*(task.tunables[n] for n in names))
-            if satisfies(dict(zip(names, combo)), task)}
-
-
-def key(tunables: dict[str, int]) -> tuple[int, ...]:
-    return tuple(sorted(tunables.items()))
-
-
-def baseline() -> Attempt:
-    return Attempt(iteration=0, candidate_id="c0000", status="correct", correct=True, score_ms=50.0)
-
-
-class Loop:
-    """The loop's side of the protocol: contexts with every attempt so far, one observe per evaluation."""
-
-    def __init__(self, task: TaskSummary, max_iterations: int, score: Callable[[dict[str, int]], Attempt | float],
-                 prior: list[Attempt] | None = None):
-        self.task, self.max_iterations, self.score = task, max_iterations, score
-        self.attempts = [baseline(), *(prior or [])]
-        self.proposals: list[Proposal] = []
-
-    def context(self) -> ProposalContext:
-        iteration = self.attempts[-1].iteration + 1
-        return ProposalContext(run_id="run-test", backend="cpu", task=self.task, iteration=iteration,
-                               max_iterations=self.max_iterations, attempts=list(self.attempts),
-                               baseline=self.attempts[0])
-
-    def step(self, proposer: Proposer) -> Proposal | NoProposal:
-        context = self.context()
-        answer = proposer.propose(context)
-        if isinstance(answer, NoProposal):
-            return answer
-        outcome = self.score(answer.tunables)
-        attempt = outcome if isinstance(outcome, Attempt) else Attempt(
-            iteration=context.iteration, status="correct", correct=True, score_ms=outcome)
-        attempt = attempt.model_copy(update={"iteration": context.iteration, "proposal": answer,
-                                             "candidate_id": f"c{context.iteration:04d}"})
-        proposer.observe(attempt)
-        self.attempts.append(attempt)
-        self.proposals.append(answer)
-        return answer
-
-    def run(self, proposer: Proposer, iterations: int) -> NoProposal | None:
-        for _ in range(iterations):
-            answer = self.step(proposer)
-            if isinstance(answer, NoProposal):
-                return answer
-        return None
-
-
-def tuner(seed: int | None = 0) -> Proposer:
-    proposer = create_proposer("tuner", ProposerSettings(seed=seed))
-    assert isinstance(proposer, Proposer) and proposer.name == "tuner"
-    return proposer
-
-
-def failed(tunables: dict[str, int]) -> Attempt:
-    return Attempt(iteration=0, status="error", correct=False, failure="too many resources requested for launch")
+from cudaopt_mcp.client.proposal import Attempt, NoProposal, Proposal
+from tests.cudaopt_mcp.client.tuner_loop import (
+    DEFAULTS,
+    NARROW,
+    OPTIMUM,
+    Loop,
+    all_valid,
+    baseline,
+    bowl,
+    failed,
+    key,
+    satisfies,
+    sgemm,
+    tuner,
+)
 
 
 def test_sixty_tpe_iterations_are_valid_and_never_repeat():
@@ -299,57 +210,6 @@ def test_the_seeded_model_finds_the_synthetic_optimum_well_before_random_search_
         if loop.step(proposer).tunables == OPTIMUM:
             break
     assert loop.proposals[-1].tunables == OPTIMUM, f"not found in 20 iterations with seed {seed}"
-
-
-def test_on_a_measured_landscape_the_tuner_makes_the_moves_one_parameter_at_a_time_cannot():
-    """The H200's sgemm table (benchmarks/tables), one shape's median as the objective: from where one-parameter
-    moves lead (MINB=2, WIDE_MIN=-1), the best tile needs MINB and WIDE_MIN changed together. Mixing the best
-    configurations' values reached within 3 % of the best within 40 evaluations in 8 of seeds 0-11 when this test
-    was written; the best's neighbours alone, in 3."""
-    document = json.loads(gzip.decompress((ROOT / "benchmarks" / "tables" / "table_sgemm.json.gz").read_bytes()))
-    medians = {key(p["tunables"]): p["case_medians_ms"]["perf_8192x2048x1024"] for p in document["points"]}
-    target = 1.03 * min(medians.values())
-    reached = 0
-    for seed in range(12):
-        loop = Loop(sgemm(), max_iterations=40, score=lambda t: medians[key(t)])
-        loop.run(tuner(seed), 40)
-        reached += min(medians[key(p.tunables)] for p in loop.proposals) <= target
-    assert reached >= 7, f"within 3 % of the best in {reached} of 12 seeds"
-
-
-def test_a_value_its_constraints_tie_to_others_is_reached_with_the_fewest_other_changes():
-    """sgemm's WIDE_MIN other than -1 needs MINB 1 (and TN 8): from a best with MINB 2 no one-parameter change reaches
-    it, so the nearest untried configurations that have it are offered instead, each one change more."""
-    task = sgemm()
-    space = TunableSpace(task.tunables, task.tunable_constraints)
-    best = space.key(DEFAULTS)
-    untried = [c for c in space.valid() if c != best]
-    reached = [space.as_dict(c) for c in nearest_reaching(space, best, untried)]
-    wide = [t for t in reached if t["WIDE_MIN"] != -1]
-    assert {t["WIDE_MIN"] for t in wide} == {0, 128}
-    for t in reached:
-        assert satisfies(t, task)
-        assert sum(t[k] != DEFAULTS[k] for k in DEFAULTS) >= 2  # none is a one-parameter change
-    assert all(t["MINB"] == 1 and sum(t[k] != DEFAULTS[k] for k in DEFAULTS) == 2 for t in wide)
-    assert nearest_reaching(space, best, []) == []
-
-
-def test_on_single_sgemm_shapes_every_seed_gets_within_3_percent_in_60_evaluations():
-    """The H200's sgemm table, two shapes whose best needs WIDE_MIN 0 (a value a constraint ties to MINB 1). With the
-    nearest configurations that reach such values, all of seeds 0-17 got within 3 % of the best within 60
-    evaluations on both shapes when this test was written; without them 31 of the 36 runs (seeds 3, 4, 13, 14 and 17
-    did not)."""
-    document = json.loads(gzip.decompress((ROOT / "benchmarks" / "tables" / "table_sgemm.json.gz").read_bytes()))
-    missed = []
-    for shape in ("perf_1024x8192x4096", "perf_8192x2048x1024"):
-        medians = {key(p["tunables"]): p["case_medians_ms"][shape] for p in document["points"]}
-        target = 1.03 * min(medians.values())
-        for seed in range(18):
-            loop = Loop(sgemm(), max_iterations=60, score=lambda t, medians=medians: medians[key(t)])
-            loop.run(tuner(seed), 60)
-            if min(medians[key(p.tunables)] for p in loop.proposals) > target:
-                missed.append((shape, seed))
-    assert not missed, f"not within 3 % in 60 evaluations: {missed}"
 
 
 def test_a_failed_configuration_is_told_to_the_model_and_it_steers_away():
