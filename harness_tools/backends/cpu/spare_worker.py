@@ -48,9 +48,9 @@ class SpareWorker:
         if worker is None or starting is None or not starting.is_alive():
             return
         worker.interrupt()  # its start fails at once, quietly (or, not yet spawned, it is waited for)
-        _join_or_end(worker, starting)
+        ended = _join_or_end(worker, starting)
         with self._lock:
-            if self._worker is worker and not worker.alive:
+            if self._worker is worker and (not ended or not worker.alive):
                 self._worker = self._starting = None
 
     def take(self) -> Worker | None:
@@ -58,11 +58,10 @@ class SpareWorker:
         starts its own)."""
         with self._lock:
             worker, starting = self._worker, self._starting
-        if starting is not None and worker is not None:
-            _join_or_end(worker, starting)
+        ended = starting is None or worker is None or _join_or_end(worker, starting)
         with self._lock:
             worker, self._worker, self._starting = self._worker, None, None
-        return worker if worker is not None and worker.alive else None
+        return worker if ended and worker is not None and worker.alive else None
 
     def close(self) -> None:
         """Close the spare; one still starting closes itself once up (a command's end does not wait for it)."""
@@ -81,16 +80,18 @@ class SpareWorker:
             worker.kill()
             return
         with self._lock:
-            closed = self._closed
-        if closed:
+            abandoned = self._closed or self._worker is not worker  # closed, or given up while it started
+        if abandoned:
             worker.close()
 
 
-def _join_or_end(worker: Worker, starting: threading.Thread) -> None:
+def _join_or_end(worker: Worker, starting: threading.Thread) -> bool:
     """Wait for a spare's start, at most TAKE_WAIT_S; then end it (an interrupt that came before the process was
-    spawned ended nothing: it is sent again)."""
+    spawned ended nothing: it is sent again) and wait as long again. Whether the start has ended: one that outlives
+    its kill is left to its own limit, and its worker, once up, closes itself (:meth:`SpareWorker._start`)."""
     starting.join(TAKE_WAIT_S)
     if starting.is_alive():
         log.info("a spare cpu worker was not up after %.0f s: given up", TAKE_WAIT_S)
         worker.interrupt()
-        starting.join()
+        starting.join(TAKE_WAIT_S)
+    return not starting.is_alive()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -113,3 +114,34 @@ def test_a_spare_that_is_not_up_in_time_is_given_up(monkeypatch):
     assert spare.take() is None  # the caller starts its own instead of waiting out the start's limit
     assert time.monotonic() - began < 10
     spare.close()
+
+
+class KillThatDoesNotTake(Worker):
+    """A worker whose kill leaves its start running (as a start whose pipe outlived its process would)."""
+
+    made: ClassVar[list[Worker]] = []
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        KillThatDoesNotTake.made.append(self)
+
+    def interrupt(self) -> None:
+        pass
+
+
+def test_a_spare_whose_start_outlives_its_kill_is_not_waited_for_nor_handed_out(monkeypatch):
+    monkeypatch.setattr(spare_worker, "TAKE_WAIT_S", 0.5)
+    monkeypatch.setattr(spare_worker, "Worker", KillThatDoesNotTake)  # the spares it starts
+    for stop in ("take", "quiet"):
+        spare = SpareWorker(Worker("time:sleep", 600, worker_jail()))  # its executor is time.sleep(600)
+        spare.start()
+        try:
+            began = time.monotonic()
+            if stop == "quiet":
+                spare.quiet()
+            assert spare.take() is None, stop  # a start still running is no worker to run kernels on
+            assert time.monotonic() - began < 5, stop
+        finally:
+            spare.close()
+            for worker in KillThatDoesNotTake.made:
+                Worker.interrupt(worker)  # the real kill: nothing of the test outlives it
