@@ -22,8 +22,9 @@ import numpy as np
 from harness_tools.backends import backend_traits
 from harness_tools.backends.contract import ArgSpec, CaseRun, DeviceCheck, DeviceComparison
 from harness_tools.check.compare import Mismatch, OutputComparison
-from harness_tools.check.device_reference import device_checks
+from harness_tools.check.device_reference import device_checks, form_state
 from harness_tools.check.mismatch_map import bin_grid, from_counts
+from harness_tools.check.reference import oracle_being_computed
 from harness_tools.task.checking_rules import mismatch_budget
 from harness_tools.task.dtypes import numpy_dtype
 from harness_tools.task.expressions import evaluate_expression
@@ -31,6 +32,8 @@ from harness_tools.task.spec import BufferParam, Case, Task, TaskSpec
 
 DEVICE_COMPARE_MIN_BYTES = 16 << 20
 SEARCH_DEVICE_COMPARE_MIN_BYTES = 64 << 10  # a search step's: from here the device's comparison is the cheaper
+# outputs this large at most are compared on the host rather than wait for a device form another thread is making
+MEANWHILE_HOST_COMPARE_MAX_BYTES = 256 << 20
 
 T = TypeVar("T")
 
@@ -71,14 +74,29 @@ class Once(Generic[T]):
 
 def device_checks_for(task: Task, case: Case, seed: int, backend: str, verify: str,
                       expected: Callable[[], dict[str, np.ndarray]],
-                      min_bytes: int = DEVICE_COMPARE_MIN_BYTES) -> dict[str, DeviceCheck]:
-    """The outputs of ``case`` to compare on the device, with their checks (empty: all on the host)."""
+                      min_bytes: int = DEVICE_COMPARE_MIN_BYTES, wait: bool = True) -> dict[str, DeviceCheck] | None:
+    """The outputs of ``case`` to compare on the device, with their checks (empty: all on the host).
+
+    Not ``wait``: None instead of waiting while another thread makes the device form (a seed's draw made ahead
+    computing its oracle), when the host can compare those outputs instead (``verify="auto"``, at most
+    :data:`MEANWHILE_HOST_COMPARE_MAX_BYTES`): the caller then runs the case meanwhile and compares on the host."""
     spec = task.spec
     if verify == "host" or spec.check is not None or not backend_traits(backend).compares_on_device:
         return {}
-    names = [b.name for b in spec.outputs
-             if verify == "device" or _nbytes(b.dtype, spec.shape_of(b, case.sizes)) >= min_bytes]
-    return device_checks(task, case, seed, names, expected) if names else {}
+    sizes = {b.name: _nbytes(b.dtype, spec.shape_of(b, case.sizes)) for b in spec.outputs}
+    names = [name for name, size in sizes.items() if verify == "device" or size >= min_bytes]
+    if not names:
+        return {}
+    if (not wait and verify == "auto" and sum(sizes[n] for n in names) <= MEANWHILE_HOST_COMPARE_MAX_BYTES
+            and _pending(task, case, seed, names)):
+        return None
+    return device_checks(task, case, seed, names, expected)
+
+
+def _pending(task: Task, case: Case, seed: int, names: list[str]) -> bool:
+    """Whether another thread is making the device form of ``names`` (or the oracle it is made from) now."""
+    state = form_state(task, case, seed, names)
+    return state == "being made" or (state == "absent" and oracle_being_computed(task, case, seed))
 
 
 def with_checks(args: list[ArgSpec], checks: Mapping[str, DeviceCheck]) -> list[ArgSpec]:

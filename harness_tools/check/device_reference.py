@@ -68,6 +68,15 @@ def reference_key(task: Task, case: Case, seed: int) -> str:
     return f"{folder_digest(task.folder)[:24]}|{spec}|{case.name}|{seed}"
 
 
+def form_state(task: Task, case: Case, seed: int, names: list[str]) -> str:
+    """Where the device form of ``names`` for ``case`` on ``seed`` stands: "kept", "being made" (its files being
+    written by another thread) or "absent"."""
+    key = (reference_key(task, case, seed), tuple(names))
+    if FILES.cached(key) is not None:
+        return "kept"
+    return "being made" if FILES.being_made(key) else "absent"
+
+
 def device_checks(task: Task, case: Case, seed: int, names: list[str],
                   expected: Callable[[], dict[str, np.ndarray]]) -> dict[str, DeviceCheck]:
     """The DeviceCheck of each output in ``names`` that has a device form; ``expected()`` (the float64 oracle) is

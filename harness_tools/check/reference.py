@@ -61,6 +61,10 @@ class ReferenceCache:
                 self.put(key, cached)
             return cached
 
+    def computing(self, key: tuple) -> bool:
+        """Whether ``key`` is being computed now (by another thread: a seed's draw made ahead, say)."""
+        return self._computing.busy(key)
+
     def get(self, key: tuple) -> dict[str, np.ndarray] | None:
         with self._lock:
             hit = self._entries.get(key)
@@ -109,6 +113,12 @@ def host_expected_outputs(task: Task, case: Case, seed: int, inputs: dict[str, n
         except ReferenceProcessError as exc:
             log.warning("computing the reference of %s here instead: %s", case.name, exc)
     return CACHE.get_or_compute(_key(task, case, seed), lambda: _host_outputs(task, ref, case, inputs))
+
+
+def oracle_being_computed(task: Task, case: Case, seed: int) -> bool:
+    """Whether the oracle of ``case`` on ``seed`` is not kept yet but being computed now."""
+    key = _key(task, case, seed)
+    return CACHE.get(key) is None and CACHE.computing(key)
 
 
 def _key(task: Task, case: Case, seed: int) -> tuple:

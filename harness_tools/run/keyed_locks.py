@@ -29,3 +29,8 @@ class KeyedLocks:
                     del self._locks[key]
                 else:
                     self._locks[key] = (lock, users - 1)
+
+    def busy(self, key: Hashable) -> bool:
+        """Whether someone holds (or waits for) ``key`` now: its entry is being made."""
+        with self._guard:
+            return key in self._locks

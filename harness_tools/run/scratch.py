@@ -163,6 +163,10 @@ class InputFiles:
             hit = self.cached(key)
             return hit if hit is not None else self.store(key, write)
 
+    def being_made(self, key: tuple) -> bool:
+        """Whether the files of ``key`` are not kept yet but being made now (by another thread)."""
+        return self._drawing.busy(key) and self.cached(key) is None
+
     def cached(self, key: tuple) -> dict[str, Path] | None:
         """The files of ``key`` while they are kept, or None."""
         with self._lock:

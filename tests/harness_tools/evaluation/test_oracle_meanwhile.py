@@ -12,6 +12,7 @@ import json
 import os
 import re
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,54 @@ def test_a_kernel_rewriting_its_inputs_while_the_oracle_is_computed_changes_noth
     assert counts[1] == counts[2], said[-2000:]  # every one refused as on a read-only file system
     assert {name: Path(path).read_bytes() for name, path in files.items()} == before
     assert result.correct, result.failure
+
+
+GATED_REFERENCE = '''
+import os, time
+from pathlib import Path
+
+
+def reference(inputs, sizes):
+    while not Path(os.environ["CUDAOPT_TEST_GATE"]).exists():
+        time.sleep(0.01)
+    return {"y": 3.0 * inputs["x"]}
+'''
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["right", "wrong"])
+def test_a_case_whose_oracle_is_being_drawn_ahead_runs_meanwhile_and_is_compared_on_the_host(cuda_backend, tmp_path,
+                                                                                            monkeypatch, kernel):
+    """While another thread makes a seed's oracle (``optimize`` draws its first evaluation's ahead), an evaluation
+    on that seed does not wait for the oracle's device form before running the case: it runs, then compares on the
+    host once the oracle is there, and gives the same verdict. The next evaluation finds the device form kept."""
+    from harness_tools.check.reference import oracle_being_computed
+    from harness_tools.check.seed_ahead import draw_ahead
+
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("CUDAOPT_TEST_GATE", str(gate))
+    task = _task(tmp_path / "task", wait_s=0)
+    (task.folder / "reference.py").write_text(GATED_REFERENCE)
+    task = load_task(task.folder)
+    case, seed = task.spec.cases[0], 21 if kernel == "right" else 22
+    drawing = threading.Thread(target=draw_ahead, args=(task, [case], seed, "cuda"),
+                               kwargs={"device_compare_min_bytes": 1}, daemon=True)
+    drawing.start()
+    deadline = time.monotonic() + 10
+    while not oracle_being_computed(task, case, seed):
+        assert time.monotonic() < deadline and drawing.is_alive(), "the draw ahead never started its oracle"
+        time.sleep(0.005)
+    threading.Timer(1.0, gate.touch).start()  # the oracle comes a second later
+    source = SCALE if kernel == "right" else SCALE.replace("3.0f * x[i]", "3.0f * x[i] + 1.0f")
+    cand = candidates.from_kernel_source(task, task.spec.baseline, source)
+    config = EvaluationConfig(seed=seed, roles=["validation"], timing=None, device_compare_min_bytes=1)
+    first = evaluate(task, cand, cuda_backend, config)
+    drawing.join(10)
+    assert first.correct == (kernel == "right"), first.failure
+    assert first.cases[0].status == ("passed" if kernel == "right" else "mismatch")
+    assert first.cases[0].outputs[0].compared_on == "host"  # it did not wait for the device form
+    again = evaluate(task, cand, cuda_backend, config)
+    assert again.correct == first.correct
+    if not again.cases[0].run.comparisons:
+        pytest.skip("this GPU's outputs are compared on the host (its kernels can read pageable host memory)")
+    assert again.cases[0].outputs[0].compared_on == "device"
