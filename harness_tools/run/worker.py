@@ -49,6 +49,9 @@ class Worker:
         self._from_child: int | None = None
         self.info: dict[str, Any] | None = None
         self.restarts = 0
+        # interrupt() before the process exists: the start in flight (or the next) must not bring one up. Set
+        # before interrupt reads _process, read after start sets it: one of the two always sees the other.
+        self._interrupted = threading.Event()
 
     @property
     def pid(self) -> int | None:
@@ -63,6 +66,7 @@ class Worker:
         # A fresh interpreter via subprocess, not multiprocessing: nothing of the caller's __main__ is
         # re-imported, so the engine works from scripts without a main guard, notebooks and REPLs.
         started = time.monotonic()
+        self._give_up_if_interrupted()
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
         # -P: do not put the current directory first on sys.path; the child imports this very engine.
@@ -80,6 +84,9 @@ class Worker:
             os.close(to_parent_w)
         self._to_child, self._from_child = to_child_w, to_parent_r
         threading.Thread(target=_relay, args=(self._process.stdout,), name="cudaopt-worker-output", daemon=True).start()
+        if self._interrupted.is_set():  # interrupted while the jail was being spawned: ended before it runs anything
+            self.kill()
+            self._give_up_if_interrupted()
         try:
             kind, payload = messages.receive(self._from_child, START_TIMEOUT_S)
         except messages.FrameTimeout:
@@ -132,8 +139,20 @@ class Worker:
         return result
 
     def interrupt(self) -> None:
-        """From another thread: end the process now; a start or call blocked on it fails and cleans up itself."""
-        self._signal_kill()
+        """From another thread: end the process now; a start or call blocked on it fails and cleans up itself. A
+        start whose process is not spawned yet fails as soon as it is (killed at once), or before spawning it: so a
+        start is never waited out, and nothing it spawned runs afterwards. Only the start in flight, or the next
+        one when none is, is failed."""
+        self._interrupted.set()  # first: a start that sets _process after the read below sees it
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.kill()
+            self._interrupted.clear()  # a process was there to end: its start or call fails on its own
+
+    def _give_up_if_interrupted(self) -> None:
+        if self._interrupted.is_set():
+            self._interrupted.clear()
+            raise BackendUnavailable(f"the start of a worker for device {self.device} was interrupted")
 
     def _signal_kill(self) -> None:
         """SIGKILL only (from the cancelling thread): the blocked call sees the pipe close and cleans up itself."""

@@ -42,12 +42,14 @@ class SpareWorker:
 
     def quiet(self) -> None:
         """Before timed launches on the current worker: a spare still starting is stopped, not waited for (a task
-        with several performance cases times them one after the other; the last one's end starts it again)."""
+        with several performance cases times them one after the other; the last one's end starts it again). Such a
+        spare's jail is often not spawned yet: it is stopped there too (it was waited for until up, 0.2 s of every
+        evaluation of a two-case task on a 2-core host: benchmarks/spare_between_timed_cases.py)."""
         with self._lock:
             worker, starting = self._worker, self._starting
         if worker is None or starting is None or not starting.is_alive():
             return
-        worker.interrupt()  # its start fails at once, quietly (or, not yet spawned, it is waited for)
+        worker.interrupt()  # its start fails at once, quietly: before its jail is spawned, or killed as it is
         ended = _join_or_end(worker, starting)
         with self._lock:
             if self._worker is worker and (not ended or not worker.alive):

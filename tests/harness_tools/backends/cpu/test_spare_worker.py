@@ -11,7 +11,7 @@ import pytest
 
 from harness_tools import EvaluationConfig, TimingPlan, baseline, create_backend, evaluate, resolve_task
 from harness_tools.backends.cpu import spare_worker
-from harness_tools.backends.cpu.backend import worker_jail
+from harness_tools.backends.cpu.backend import EXECUTOR, worker_jail
 from harness_tools.backends.cpu.spare_worker import SpareWorker
 from harness_tools.run.worker import Worker
 from harness_tools.task.candidate import tuned
@@ -106,6 +106,33 @@ def test_a_spare_still_starting_is_stopped_before_the_next_timed_case_on_the_sam
     assert new_child({backend.worker_pid}, within_s=10.0) is not None
 
 
+class Recorded(Worker):
+    """The spares a test starts, kept to see which of them ever came up (``info`` is set once ready)."""
+
+    made: ClassVar[list[Worker]] = []
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        Recorded.made.append(self)
+
+
+def test_a_spare_stopped_right_after_its_start_never_comes_up(monkeypatch):
+    monkeypatch.setattr(spare_worker, "Worker", Recorded)
+    Recorded.made.clear()
+    template = Worker(EXECUTOR, 0, worker_jail())
+    before = our_children()
+    for _ in range(3):
+        spare = SpareWorker(template)
+        spare.start()
+        # a timed case right after the last one: the spare's jail is not spawned yet (or is being spawned). Its start
+        # fails there; it was waited for until up before (an interpreter's whole start, 0.9 s on a 2-core host)
+        spare.quiet()
+        assert our_children() - before == set()
+        assert spare.take() is None
+        spare.close()
+    assert [w.info for w in Recorded.made] == [None, None, None]
+
+
 def test_a_spare_that_is_not_up_in_time_is_given_up(monkeypatch):
     monkeypatch.setattr(spare_worker, "TAKE_WAIT_S", 0.5)
     spare = SpareWorker(Worker("time:sleep", 600, worker_jail()))  # its executor is time.sleep(600): never ready
@@ -116,14 +143,8 @@ def test_a_spare_that_is_not_up_in_time_is_given_up(monkeypatch):
     spare.close()
 
 
-class KillThatDoesNotTake(Worker):
+class KillThatDoesNotTake(Recorded):
     """A worker whose kill leaves its start running (as a start whose pipe outlived its process would)."""
-
-    made: ClassVar[list[Worker]] = []
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        KillThatDoesNotTake.made.append(self)
 
     def interrupt(self) -> None:
         pass
@@ -132,6 +153,7 @@ class KillThatDoesNotTake(Worker):
 def test_a_spare_whose_start_outlives_its_kill_is_not_waited_for_nor_handed_out(monkeypatch):
     monkeypatch.setattr(spare_worker, "TAKE_WAIT_S", 0.5)
     monkeypatch.setattr(spare_worker, "Worker", KillThatDoesNotTake)  # the spares it starts
+    Recorded.made.clear()
     for stop in ("take", "quiet"):
         spare = SpareWorker(Worker("time:sleep", 600, worker_jail()))  # its executor is time.sleep(600)
         spare.start()
@@ -143,5 +165,5 @@ def test_a_spare_whose_start_outlives_its_kill_is_not_waited_for_nor_handed_out(
             assert time.monotonic() - began < 5, stop
         finally:
             spare.close()
-            for worker in KillThatDoesNotTake.made:
+            for worker in Recorded.made:
                 Worker.interrupt(worker)  # the real kill: nothing of the test outlives it
