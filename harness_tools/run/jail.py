@@ -38,6 +38,7 @@ from pydantic import BaseModel
 
 from harness_tools.errors import BackendUnavailable
 from harness_tools.run import cancellation
+from harness_tools.run.jail_leftovers import InfoPipe
 from harness_tools.run.jail_limits import Limits, cgroup_available, cgroup_for, spawn_thread_popen
 from harness_tools.run.jail_seccomp import seccomp_program
 
@@ -51,6 +52,7 @@ PASSED_ENV = ("CUDAOPT_LOG", "CUDAOPT_CPU_THREADS", "CUDAOPT_CPU_FORCE_UCONTEXT"
 OUTPUT_CAP = 16 << 20
 TMP_BYTES = int(os.environ.get("CUDAOPT_JAIL_TMP_MB", "2048")) << 20
 SHM_BYTES = 256 << 20
+CHILD_REPORT_WAIT_S = 0.2  # a kill waits at most this for bwrap to name its child (it does within milliseconds)
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime",
               "/etc/passwd", "/etc/group", "/etc/nsswitch.conf")
@@ -212,19 +214,26 @@ def _started(argv: list[str], spec: JailSpec, jailed: bool, given: dict) -> subp
     if filter_fd is not None:
         kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), filter_fd)
     cgroup = cgroup_for(spec.limits)
+    info = InfoPipe() if jailed else None  # bwrap's child's pid: what a kill in its first milliseconds leaves
     try:
-        if jailed:
+        if info is not None:
+            kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), info.write_fd)
             argv = _bwrap_argv(bwrap_path() or "bwrap", spec, argv, str(Path(cwd).resolve()) if cwd else None,
-                               filter_fd)
+                               filter_fd, info.argv)
         proc = spawn_thread_popen(list(argv), spec.limits, cgroup, **kwargs)
     except BaseException:
         if cgroup is not None:
             cgroup.close()
+        if info is not None:
+            info.close()
         raise
     finally:
         if filter_fd is not None:
             os.close(filter_fd)
+    if info is not None:
+        info.spawned(proc.pid)
     proc.jail_cgroup = cgroup  # type: ignore[attr-defined]
+    proc.jail_info = info  # type: ignore[attr-defined]
     return proc
 
 
@@ -235,10 +244,25 @@ def _memfd(data: bytes) -> int:
     return fd
 
 
+def end(proc: subprocess.Popen) -> None:
+    """SIGKILL a jailed process once bwrap has named its child (at most CHILD_REPORT_WAIT_S, only while bwrap runs and
+    has not yet), so that :func:`release` can end that child too when the kill lands before bwrap set the child's
+    parent-death signal (:mod:`.jail_leftovers`). From any thread; the caller waits for the exit."""
+    info = getattr(proc, "jail_info", None)
+    if info is not None and proc.poll() is None:
+        info.await_child(CHILD_REPORT_WAIT_S)
+    if proc.poll() is None:
+        proc.kill()
+
+
 def release(proc: subprocess.Popen) -> None:
+    """After the jail's leader has exited: end what is left of the jail (:mod:`.jail_leftovers`), drop its cgroup."""
     cgroup = getattr(proc, "jail_cgroup", None)
     if cgroup is not None:
         cgroup.close()
+    info = getattr(proc, "jail_info", None)
+    if info is not None:
+        info.end_child()
 
 
 def run(argv: list[str], spec: JailSpec, timeout_s: float, cwd: str | None = None,
@@ -333,7 +357,7 @@ class _Binds:
 
 
 def _bwrap_argv(binary: str, spec: JailSpec, argv: list[str], cwd: str | None = None,
-                seccomp_fd: int | None = None) -> list[str]:
+                seccomp_fd: int | None = None, extra: list[str] | None = None) -> list[str]:
     binds = _Binds()
     for folder in _SYSTEM_DIRS:
         if os.path.islink(folder):
@@ -363,7 +387,7 @@ def _bwrap_argv(binary: str, spec: JailSpec, argv: list[str], cwd: str | None = 
     tail = ["--remount-ro", "/dev", "--remount-ro", "/"]
     if seccomp_fd is not None:
         tail += ["--seccomp", str(seccomp_fd)]
-    return [*head, *binds.args, *tail, "--", *argv]
+    return [*head, *binds.args, *tail, *(extra or []), "--", *argv]
 
 
-__all__ = ["JailSpec", "JailStatus", "Limits", "popen", "release", "require_active", "run", "status"]
+__all__ = ["JailSpec", "JailStatus", "Limits", "end", "popen", "release", "require_active", "run", "status"]

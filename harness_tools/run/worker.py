@@ -146,7 +146,7 @@ class Worker:
         self._interrupted.set()  # first: a start that sets _process after the read below sees it
         process = self._process
         if process is not None and process.poll() is None:
-            process.kill()
+            jail.end(process)
             self._interrupted.clear()  # a process was there to end: its start or call fails on its own
 
     def _give_up_if_interrupted(self) -> None:
@@ -158,7 +158,7 @@ class Worker:
         """SIGKILL only (from the cancelling thread): the blocked call sees the pipe close and cleans up itself."""
         process = self._process
         if process is not None and process.poll() is None:
-            process.kill()
+            jail.end(process)
 
     def _wait(self, timeout_s: float) -> int | None:
         try:
@@ -169,7 +169,7 @@ class Worker:
     def kill(self) -> None:
         if self._process is not None and self._process.poll() is None:
             killed = time.monotonic()
-            self._process.kill()  # bwrap, or the child itself without a jail: the jail ends with it
+            jail.end(self._process)  # bwrap, or the child itself without a jail: the jail ends with it (release)
             if self._wait(60) is not None:
                 log.info("worker pid %s ended %.3f s after SIGKILL", self._process.pid, time.monotonic() - killed)
             else:
