@@ -18,6 +18,7 @@ import select
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 CHILD_PID = re.compile(rb'"child-pid":\s*(\d+)')
@@ -64,24 +65,16 @@ class InfoPipe:
         with self._lock:
             self._take()
             self.read_fd = _closed(self.read_fd)
-        pid = self._child
-        if pid is None or self._leader_started is None:
+        pid, leader_started = self._child, self._leader_started
+        if pid is None or leader_started is None:
             return False
-        try:
-            handle = os.pidfd_open(pid)
-        except OSError:
-            return False  # gone: it died with the jail
-        try:
-            started = _start_ticks(pid)  # read after the pidfd is open: a reused number fails the check, or the signal
-            window = STARTED_WITHIN_S * os.sysconf("SC_CLK_TCK")
-            if started is None or not 0 <= started - self._leader_started <= window or _name(pid) != "bwrap":
-                return False
-            signal.pidfd_send_signal(handle, signal.SIGKILL)
-            return True
-        except OSError:
-            return False  # ended meanwhile
-        finally:
-            os.close(handle)
+        window = STARTED_WITHIN_S * os.sysconf("SC_CLK_TCK")
+
+        def bwraps_child(p: int) -> bool:
+            started = _start_ticks(p)
+            return started is not None and 0 <= started - leader_started <= window and _name(p) == "bwrap"
+
+        return kill_if(pid, bwraps_child)
 
     def close(self) -> None:
         """Without a look at the child (a spawn that failed)."""
@@ -103,6 +96,25 @@ class InfoPipe:
         found = CHILD_PID.search(self._report)
         if found is not None:
             self._child = int(found.group(1))
+
+
+def kill_if(pid: int, still_ours: Callable[[int], bool]) -> bool:
+    """SIGKILL ``pid`` if ``still_ours(pid)``; whether it was signalled. The pid is opened as a pidfd before the
+    check, so a number reused by another process meanwhile fails the check (it reads the new one) or the signal (the
+    pidfd names the old one), and is never signalled."""
+    try:
+        handle = os.pidfd_open(pid)
+    except OSError:
+        return False  # gone already
+    try:
+        if not still_ours(pid):
+            return False
+        signal.pidfd_send_signal(handle, signal.SIGKILL)
+        return True
+    except OSError:
+        return False  # ended meanwhile
+    finally:
+        os.close(handle)
 
 
 def _closed(fd: int) -> int:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness_tools.run.host_blas import HOST_BLAS
+from harness_tools.run.jail_leftovers import kill_if
 from harness_tools.run.lasting_thread import LastingThread
 
 log = logging.getLogger(__name__)
@@ -100,25 +101,17 @@ class _Cgroup:
             _PENDING.append(self.folder)
 
     def _end_members(self) -> bool:
-        """SIGKILL every process still in the cgroup; whether there was any. Each is opened as a pidfd and checked to
-        be in this cgroup still, so a number reused by another process in the meantime is never signalled."""
+        """SIGKILL every process still in the cgroup (each checked to be in it still); whether there was any."""
         try:
             pids = [int(p) for p in self.procs.read_text().split()]
         except (OSError, ValueError):
             return False
         for pid in pids:
-            try:
-                handle = os.pidfd_open(pid)
-            except OSError:
-                continue  # gone already
-            try:
-                if f"/{self.folder.name}\n" in Path(f"/proc/{pid}/cgroup").read_text():
-                    signal.pidfd_send_signal(handle, signal.SIGKILL)
-            except OSError:
-                pass  # gone meanwhile
-            finally:
-                os.close(handle)
+            kill_if(pid, self._holds)
         return bool(pids)
+
+    def _holds(self, pid: int) -> bool:
+        return f"/{self.folder.name}\n" in Path(f"/proc/{pid}/cgroup").read_text()
 
 
 END_TRIES, END_PAUSE_S = 50, 0.002  # a released cgroup's members are signalled and waited for about 0.1 s at most

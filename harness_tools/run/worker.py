@@ -144,9 +144,7 @@ class Worker:
         start is never waited out, and nothing it spawned runs afterwards. Only the start in flight, or the next
         one when none is, is failed."""
         self._interrupted.set()  # first: a start that sets _process after the read below sees it
-        process = self._process
-        if process is not None and process.poll() is None:
-            jail.end(process)
+        if self._signal_kill():
             self._interrupted.clear()  # a process was there to end: its start or call fails on its own
 
     def _give_up_if_interrupted(self) -> None:
@@ -154,11 +152,14 @@ class Worker:
             self._interrupted.clear()
             raise BackendUnavailable(f"the start of a worker for device {self.device} was interrupted")
 
-    def _signal_kill(self) -> None:
-        """SIGKILL only (from the cancelling thread): the blocked call sees the pipe close and cleans up itself."""
+    def _signal_kill(self) -> bool:
+        """SIGKILL only (from the cancelling thread): the blocked call sees the pipe close and cleans up itself.
+        Whether there was a running process to end."""
         process = self._process
-        if process is not None and process.poll() is None:
-            jail.end(process)
+        if process is None or process.poll() is not None:
+            return False
+        jail.end(process)
+        return True
 
     def _wait(self, timeout_s: float) -> int | None:
         try:

@@ -240,6 +240,15 @@ def test_a_jail_killed_as_it_starts_leaves_nothing_running(cgroup, monkeypatch):
     assert not left, f"{len(left)} processes of 60 jails killed as they started still run"
 
 
+def test_a_jailed_program_cannot_reach_the_pipe_bwrap_names_its_child_on():
+    # the release trusts that pipe to say which pid to kill: a program that could write to it could name any
+    # process. It sees stdin, stdout, stderr and the folder listing itself, nothing of ours.
+    listing = "import os; print(' '.join(sorted(os.listdir('/proc/self/fd'), key=int)))"
+    code, out, err = jail.run([sys.executable, "-c", listing], JailSpec(purpose="attack"), 30)
+    assert code == 0, err
+    assert out.split() == ["0", "1", "2", "3"]
+
+
 def test_require_mode_refuses_to_run_unjailed(monkeypatch):
     _fresh_status(monkeypatch, CUDAOPT_JAIL="require", CUDAOPT_BWRAP="/nonexistent/bwrap")
     with pytest.raises(BackendUnavailable, match="CUDAOPT_JAIL=require"):
